@@ -1,0 +1,81 @@
+package v1alpha1
+
+// Condition types on ClusterRuntime (and Stalled on RuntimeRollout).
+const (
+	ConditionReady           = "Ready"
+	ConditionStalled         = "Stalled"
+	ConditionResolved        = "Resolved"
+	ConditionEngineAvailable = "EngineAvailable"
+)
+
+// Ready reasons.
+const (
+	ReasonRolledOut               = "RolledOut"
+	ReasonValidationDisabled      = "ValidationDisabled"
+	ReasonRollingOut              = "RollingOut"
+	ReasonNotReady                = "NotReady"
+	ReasonNoActivePlan            = "NoActivePlan"
+	ReasonPaused                  = "Paused"
+	ReasonEngineSuspended         = "EngineSuspended"
+	ReasonEngineSuspensionRefused = "EngineSuspensionRefused"
+	ReasonPlanUnreadable          = "PlanUnreadable"
+	ReasonDeleting                = "Deleting"
+)
+
+// Stalled reasons: each names the runbook a person follows.
+const (
+	ReasonAwaitingApproval        = "AwaitingApproval"
+	ReasonAwaitingAcknowledgement = "AwaitingAcknowledgement"
+	ReasonTransitionBlocked       = "TransitionBlocked"
+	ReasonInventoryDrift          = "InventoryDrift"
+	ReasonStepUnknown             = "StepUnknown"
+	ReasonMovedReleaseMissing     = "MovedReleaseMissing"
+	ReasonForeignObject           = "ForeignObject"
+	ReasonRolloutFailed           = "RolloutFailed"
+	ReasonRolloutExpired          = "RolloutExpired"
+	ReasonRolloutRevoked          = "RolloutRevoked"
+	ReasonSpecDrifted             = "SpecDrifted"
+	// ReasonNotStalled is the Stalled=False reason when nothing needs a person.
+	ReasonNotStalled = "Progressing"
+)
+
+// Resolved reasons. Any False reason but Resolving also stalls the runtime.
+const (
+	ReasonResolved                       = "Resolved"
+	ReasonResolving                      = "Resolving"
+	ReasonInvalidOverride                = "InvalidOverride"
+	ReasonOverridePathUnknown            = "OverridePathUnknown"
+	ReasonInvalidPlacement               = "InvalidPlacement"
+	ReasonNamespaceNotAllowed            = "NamespaceNotAllowed"
+	ReasonChartSourceUnsupported         = "ChartSourceUnsupported"
+	ReasonContentTooLarge                = "ContentTooLarge"
+	ReasonConflict                       = "Conflict"
+	ReasonRegistryCredentialsUnavailable = "RegistryCredentialsUnavailable"
+	ReasonRegistryCredentialsStale       = "RegistryCredentialsStale"
+	ReasonUnauthorized                   = "Unauthorized"
+	// ReasonBundleInvalid: the bundle document does not parse or validate (our addition: the
+	// source reads bundles from a recipe; the message names the field path).
+	ReasonBundleInvalid = "BundleInvalid"
+	// ReasonBundleUnavailable: the bundle source cannot be read (our addition).
+	ReasonBundleUnavailable = "BundleUnavailable"
+)
+
+// EngineAvailable reasons.
+const (
+	ReasonEngineAvailable = "EngineAvailable"
+	ReasonEngineMissing   = "EngineMissing"
+	ReasonProjectMissing  = "ProjectMissing"
+)
+
+// Event reasons.
+const (
+	// EventFieldOwnershipOverridden: an owned Application was edited and forced back.
+	EventFieldOwnershipOverridden = "FieldOwnershipOverridden"
+)
+
+// Rollout reasons (RuntimeRolloutSpec.Reason).
+const (
+	RolloutReasonPlanChanged         = "PlanChanged"
+	RolloutReasonEnginePolicyChanged = "EnginePolicyChanged"
+	RolloutReasonRuntimeDeleted      = "RuntimeDeleted"
+)

@@ -1,0 +1,82 @@
+package v1alpha1
+
+// Names fixed by the specification.
+const (
+	// RuntimeName is the only allowed name of a ClusterRuntime.
+	RuntimeName = "cluster"
+	// FieldManager is the server-side apply field manager of every operator write, and the
+	// username an explicit sync operation is initiated by.
+	FieldManager = "aicr-operator"
+	// ManagedByValue is the value of LabelManagedBy on every object the operator creates.
+	ManagedByValue = "aicr-operator"
+	// EnginePolicyArgoCDV2 is the engine policy this operator writes Applications under:
+	// comparison exceptions on each Application, never in argocd-cm.
+	EnginePolicyArgoCDV2 = "argocd.v2"
+	// RuntimeFinalizer is the ClusterRuntime's own cleanup finalizer, added and removed only by
+	// the planner.
+	RuntimeFinalizer = "operator.aicr.run/cleanup"
+	// ArgoResourcesFinalizer makes Argo CD delete an Application's resources before the
+	// Application. The operator adds it only during an approved Remove step.
+	ArgoResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+	// ArgoRefreshNormal is the value of AnnotationArgoRefresh the operator sets.
+	ArgoRefreshNormal = "normal"
+	// PlanRoleValue is the value of LabelRole on plan ConfigMaps.
+	PlanRoleValue = "plan"
+	// PlanDataKey is the ConfigMap key that holds a plan's canonical JSON.
+	PlanDataKey = "plan.json"
+)
+
+// Label keys.
+const (
+	// LabelManagedBy marks objects the operator created (value ManagedByValue).
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelRuntime names the ClusterRuntime an Application or rollout belongs to.
+	LabelRuntime = "operator.aicr.run/runtime"
+	// LabelRole marks operator ConfigMaps by role (PlanRoleValue for plans).
+	LabelRole = "operator.aicr.run/role"
+	// LabelOutcome is set by the planner on a RuntimeRollout once it ends (an Outcome value).
+	LabelOutcome = "operator.aicr.run/outcome"
+	// LabelArgoSecretType is Argo CD's label for repository credential Secrets.
+	LabelArgoSecretType = "argocd.argoproj.io/secret-type"
+	// ArgoSecretTypeRepoCreds is LabelArgoSecretType's value for a credential template.
+	ArgoSecretTypeRepoCreds = "repo-creds"
+)
+
+// Annotation keys.
+const (
+	// AnnotationRuntimeUID is the UID of the owning ClusterRuntime: with LabelManagedBy, the proof
+	// that the operator owns an Application.
+	AnnotationRuntimeUID = "operator.aicr.run/runtime-uid"
+	// AnnotationPlanDigest is the plan digest an Application was last written from.
+	AnnotationPlanDigest = "operator.aicr.run/plan-digest"
+	// AnnotationReleaseID is the plan release an Application renders.
+	AnnotationReleaseID = "operator.aicr.run/release-id"
+	// AnnotationDependsOn lists the releases this one depends on, sorted, comma-separated.
+	AnnotationDependsOn = "operator.aicr.run/depends-on"
+	// AnnotationDeleteRollout marks an Application being removed by an approved Remove step; its
+	// value is the rollout name.
+	AnnotationDeleteRollout = "operator.aicr.run/delete-rollout"
+	// AnnotationStep identifies the rollout step that last wrote the Application
+	// ("<rollout>/<index>"). Readiness judges only observations made after this step began.
+	AnnotationStep = "operator.aicr.run/step"
+	// AnnotationStepStarted is when that step began (RFC 3339, seconds).
+	AnnotationStepStarted = "operator.aicr.run/step-started"
+	// AnnotationStepWrite says what the step's write did to the spec: StepWriteChanged or
+	// StepWriteUnchanged. With StepWriteUnchanged, readiness waits for the refresh handshake.
+	AnnotationStepWrite = "operator.aicr.run/step-write"
+	// AnnotationRefreshFor names the step a refresh was requested for. It is set in the same
+	// patch as AnnotationArgoRefresh, so "AnnotationRefreshFor == step and no
+	// AnnotationArgoRefresh" proves Argo CD compared after the step began.
+	AnnotationRefreshFor = "operator.aicr.run/refresh-for"
+	// AnnotationEngineSuspended records that the Application was written with automated sync
+	// off because the runtime says suspendEngine.
+	AnnotationEngineSuspended = "operator.aicr.run/engine-suspended"
+	// AnnotationArgoRefresh asks Argo CD to compare the Application now; Argo CD removes it.
+	AnnotationArgoRefresh = "argocd.argoproj.io/refresh"
+)
+
+// Values of AnnotationStepWrite.
+const (
+	StepWriteChanged   = "changed"
+	StepWriteUnchanged = "unchanged"
+)

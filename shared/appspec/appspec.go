@@ -1,0 +1,206 @@
+package appspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+)
+
+// Defaults of the installation values.
+const (
+	// DefaultProject is engine.project.
+	DefaultProject = "aicr"
+	// InClusterServer is the destination server of every Application.
+	InClusterServer = "https://kubernetes.default.svc"
+	// StepInfoName is the name of the operation info entry that carries the step ID of an
+	// explicit sync, so readiness can tell our sync of this step from any other.
+	StepInfoName = "aicr-step"
+)
+
+// Settings are the installation values the Application depends on.
+type Settings struct {
+	// EngineNamespace is engine.namespace: where Applications live.
+	EngineNamespace string
+	// Project is engine.project.
+	Project string
+	// Repository is registry.repository, with or without the oci:// scheme.
+	Repository string
+}
+
+// Validate names the setting at fault.
+func (s Settings) Validate() error {
+	switch {
+	case s.EngineNamespace == "":
+		return fmt.Errorf("engine namespace is required")
+	case s.Project == "":
+		return fmt.Errorf("engine project is required")
+	case strings.TrimPrefix(s.Repository, "oci://") == "" || strings.HasSuffix(s.Repository, "/"):
+		return fmt.Errorf("registry repository %q: use host[:port]/path without a trailing slash, such as registry.example.com/aicr", s.Repository)
+	case strings.Contains(strings.TrimPrefix(s.Repository, "oci://"), "://"):
+		return fmt.Errorf("registry repository %q: only oci:// is supported", s.Repository)
+	}
+	return nil
+}
+
+// Input is what one write renders.
+type Input struct {
+	// Runtime is the ClusterRuntime's name; RuntimeUID its UID.
+	Runtime    string
+	RuntimeUID string
+	// PlanDigest is the plan the release comes from.
+	PlanDigest string
+	// Release is the plan release.
+	Release *plan.Release
+	// StepID and StepStarted identify the step that writes (empty for a preview).
+	StepID      string
+	StepStarted time.Time
+	// SuspendEngine writes automated sync off.
+	SuspendEngine bool
+}
+
+// RepoURL is the OCI repository URL of a chart path under the registry repository.
+func RepoURL(repository, chartPath string) string {
+	return "oci://" + strings.TrimPrefix(repository, "oci://") + "/" + chartPath
+}
+
+// IgnoreDifferences are the comparison exceptions AICR's releases need (engine policy
+// argocd.v2): written on each Application, never in argocd-cm.
+func IgnoreDifferences() argov1alpha1.IgnoreDifferences {
+	return argov1alpha1.IgnoreDifferences{
+		{Kind: "Secret", Name: "kubeflow-trainer-webhook-cert", JSONPointers: []string{"/data"}},
+		{Kind: "Secret", Name: "jobset-webhook-server-cert", JSONPointers: []string{"/data"}},
+		{Group: "storage.k8s.io", Kind: "CSIDriver", JSONPointers: []string{"/spec/preventPodSchedulingIfMissing"}},
+	}
+}
+
+// SyncOptions are the sync options of every Application, and of every explicit sync operation
+// (an operation does not inherit the spec's).
+func SyncOptions() argov1alpha1.SyncOptions {
+	return argov1alpha1.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"}
+}
+
+// Retry is the retry strategy of every Application.
+func Retry() *argov1alpha1.RetryStrategy {
+	factor := int64(2)
+	return &argov1alpha1.RetryStrategy{Limit: 3, Backoff: &argov1alpha1.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}}
+}
+
+// Build renders the Application for one release. The result carries no status, no operation,
+// no finalizers and no refresh annotation: it is the manifest the applier applies.
+func Build(s Settings, in Input) (*argov1alpha1.Application, error) {
+	if in.Release == nil {
+		return nil, fmt.Errorf("build application: no release")
+	}
+	r := in.Release
+	values, err := r.ValuesJSON()
+	if err != nil {
+		return nil, fmt.Errorf("build application %s: %w", r.Name, err)
+	}
+	yes := true
+	enabled := !in.SuspendEngine
+	annotations := map[string]string{
+		v1alpha1.AnnotationRuntimeUID: in.RuntimeUID,
+		v1alpha1.AnnotationPlanDigest: in.PlanDigest,
+		v1alpha1.AnnotationReleaseID:  r.Name,
+		v1alpha1.AnnotationDependsOn:  strings.Join(r.DependsOn, ","),
+	}
+	if in.StepID != "" {
+		annotations[v1alpha1.AnnotationStep] = in.StepID
+		annotations[v1alpha1.AnnotationStepStarted] = in.StepStarted.UTC().Format(time.RFC3339)
+	}
+	if in.SuspendEngine {
+		annotations[v1alpha1.AnnotationEngineSuspended] = "true"
+	}
+	app := &argov1alpha1.Application{
+		TypeMeta: metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      r.Name,
+			Namespace: s.EngineNamespace,
+			Labels: map[string]string{
+				v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
+				v1alpha1.LabelRuntime:   in.Runtime,
+			},
+			Annotations: annotations,
+		},
+		Spec: argov1alpha1.ApplicationSpec{
+			Project: s.Project,
+			Source: &argov1alpha1.ApplicationSource{
+				RepoURL:        RepoURL(s.Repository, r.Chart.Path),
+				Path:           ".",
+				TargetRevision: r.Chart.Digest,
+				Helm:           &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: values}},
+			},
+			Destination: argov1alpha1.ApplicationDestination{Server: InClusterServer, Namespace: r.Namespace},
+			SyncPolicy: &argov1alpha1.SyncPolicy{
+				Automated:   &argov1alpha1.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
+				Retry:       Retry(),
+				SyncOptions: SyncOptions(),
+			},
+			IgnoreDifferences: IgnoreDifferences(),
+		},
+	}
+	return app, nil
+}
+
+// SyncOperation is the explicit sync a readiness release gets in each of its steps: initiated by
+// aicr-operator, with the spec's sync options stated (an operation does not inherit them), and
+// the step ID in its info so readiness can recognise it.
+func SyncOperation(app *argov1alpha1.Application, stepID string) *argov1alpha1.Operation {
+	return &argov1alpha1.Operation{
+		Sync: &argov1alpha1.SyncOperation{
+			Revision:     app.Spec.Source.TargetRevision,
+			Prune:        true,
+			SyncOptions:  SyncOptions(),
+			SyncStrategy: &argov1alpha1.SyncStrategy{Hook: &argov1alpha1.SyncStrategyHook{}},
+		},
+		InitiatedBy: argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager},
+		Info:        []*argov1alpha1.Info{{Name: StepInfoName, Value: stepID}},
+		Retry:       *Retry(),
+	}
+}
+
+// EqualSource reports whether two sources are the same chart, revision and values (values
+// compared as JSON, so key order and number spelling do not matter).
+func EqualSource(a, b *argov1alpha1.ApplicationSource) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.RepoURL != b.RepoURL || a.Path != b.Path || a.TargetRevision != b.TargetRevision || a.Chart != b.Chart {
+		return false
+	}
+	return equalJSON(valuesOf(a), valuesOf(b))
+}
+
+// EqualDestination reports whether two destinations are the same.
+func EqualDestination(a, b argov1alpha1.ApplicationDestination) bool {
+	return a.Server == b.Server && a.Namespace == b.Namespace && a.Name == b.Name
+}
+
+func valuesOf(s *argov1alpha1.ApplicationSource) []byte {
+	if s.Helm == nil || s.Helm.ValuesObject == nil || len(s.Helm.ValuesObject.Raw) == 0 {
+		return []byte("{}")
+	}
+	return s.Helm.ValuesObject.Raw
+}
+
+func equalJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	ca, _ := json.Marshal(x)
+	cb, _ := json.Marshal(y)
+	return bytes.Equal(ca, cb)
+}

@@ -1,0 +1,251 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/aicr-run/aicr-operator/shared/logging"
+)
+
+// Message is one delivered message, as a handler sees it.
+type Message struct {
+	// Subject the message was published to.
+	Subject string
+	// Type is the Header's type.
+	Type string
+	// ID is the Header's ID.
+	ID string
+	// Data is the whole JSON message.
+	Data []byte
+	// Delivered counts deliveries, from 1.
+	Delivered uint64
+}
+
+// Decode unmarshals the message into v (a pointer to the message type).
+func (m *Message) Decode(v Envelope) error {
+	if err := json.Unmarshal(m.Data, v); err != nil {
+		return Terminal(fmt.Errorf("decode %s: %w", m.Type, err))
+	}
+	return nil
+}
+
+// Handler handles one message. Return nil to acknowledge, a NotYet error to redeliver after a
+// delay without logging an error, a Terminal error to drop the message for good (logged), and
+// any other error to redeliver with backoff (logged as a warning).
+type Handler func(ctx context.Context, m *Message) error
+
+// Routes maps a message type to its handler. A type with no route is acknowledged and counted
+// as ignored: a newer sender must not wedge an older receiver.
+type Routes map[string]Handler
+
+// terminalError marks an error that redelivery cannot fix.
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
+
+// Terminal marks err as one that redelivery cannot fix: the message is dropped (term).
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err: err}
+}
+
+// IsTerminal reports whether err was marked with Terminal.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+// NotYetError is the "not yet" outcome: the message is redelivered after After, and nothing is
+// logged above debug level.
+type NotYetError struct {
+	// After is the delay before redelivery.
+	After time.Duration
+	// Why says what the handler waits for.
+	Why string
+}
+
+func (e *NotYetError) Error() string { return "not yet: " + e.Why }
+
+// NotYet returns a NotYetError.
+func NotYet(after time.Duration, format string, args ...any) error {
+	return &NotYetError{After: after, Why: fmt.Sprintf(format, args...)}
+}
+
+// Metrics counts what the dispatch loop does.
+type Metrics struct {
+	handled  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewMetrics registers the dispatch metrics under namespace (the binary's Name) with reg.
+func NewMetrics(reg prometheus.Registerer, namespace string) *Metrics {
+	m := &Metrics{
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "bus", Name: "messages_total",
+			Help: "Messages handled, by type and result (ack, nak, retry, term, ignored).",
+		}, []string{"type", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "bus", Name: "handle_seconds",
+			Help:    "Time spent in a handler, by type.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"type"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.handled, m.duration)
+	}
+	return m
+}
+
+// Backoff returns the redelivery delay for the n-th delivery (1-based): 250ms doubling,
+// capped at 30s.
+func Backoff(n uint64) time.Duration {
+	d := 250 * time.Millisecond
+	for i := uint64(1); i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	if d > 30*time.Second {
+		d = 30 * time.Second
+	}
+	return d
+}
+
+// Dispatcher is the one dispatch loop of a binary.
+type Dispatcher struct {
+	// Consumer to read from.
+	Consumer jetstream.Consumer
+	// Routes by message type.
+	Routes Routes
+	// Workers is how many messages are handled at once (1 when zero). Messages of one
+	// subject may then be handled out of order; handlers are idempotent and compare state.
+	Workers int
+	// Metrics, optional.
+	Metrics *Metrics
+}
+
+// Run consumes until ctx is cancelled, then stops consuming, finishes the messages in hand and
+// returns nil. The logger comes from ctx.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	workers := d.Workers
+	if workers < 1 {
+		workers = 1
+	}
+	iter, err := d.Consumer.Messages(jetstream.PullMaxMessages(2 * workers))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		iter.Stop()
+		close(stopped)
+	}()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, workers)
+	defer wg.Wait()
+	for {
+		msg, err := iter.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				return nil
+			}
+			logging.From(ctx).Warn().Err(err).Msg("read next message")
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.handle(ctx, msg)
+		}()
+	}
+}
+
+func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
+	var h Header
+	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
+	if md, err := msg.Metadata(); err == nil {
+		m.Delivered = md.NumDelivered
+	}
+	log := logging.From(ctx).With().Str(logging.KeySubject, m.Subject).Uint64(logging.KeyDelivered, m.Delivered).Logger()
+	if err := json.Unmarshal(m.Data, &h); err != nil || h.Type == "" {
+		log.Error().Err(err).Msg("drop undecodable message")
+		d.count("unknown", "term", 0)
+		_ = msg.Term()
+		return
+	}
+	m.Type, m.ID = h.Type, h.ID
+	log = log.With().Str(logging.KeyMsgType, h.Type).Str(logging.KeyMsgID, h.ID).Logger()
+	handler, ok := d.Routes[h.Type]
+	if !ok {
+		log.Debug().Msg("ignore message without a route")
+		d.count(h.Type, "ignored", 0)
+		_ = msg.Ack()
+		return
+	}
+	hctx := logging.Into(ctx, log)
+	start := time.Now()
+	err := safeCall(hctx, handler, m)
+	elapsed := time.Since(start)
+	var notYet *NotYetError
+	switch {
+	case err == nil:
+		if aerr := msg.Ack(); aerr != nil {
+			log.Warn().Err(aerr).Msg("acknowledge message")
+		}
+		d.count(h.Type, "ack", elapsed)
+	case errors.As(err, &notYet):
+		log.Debug().Str(logging.KeyReason, notYet.Why).Dur(logging.KeyDuration, notYet.After).Msg("redeliver later")
+		_ = msg.NakWithDelay(notYet.After)
+		d.count(h.Type, "retry", elapsed)
+	case IsTerminal(err):
+		log.Error().Err(err).Msg("drop message")
+		_ = msg.Term()
+		d.count(h.Type, "term", elapsed)
+	default:
+		if ctx.Err() != nil { // shutting down: let it be redelivered, quietly
+			_ = msg.Nak()
+			return
+		}
+		delay := Backoff(m.Delivered)
+		log.Warn().Err(err).Dur(logging.KeyDuration, delay).Msg("handle message, will retry")
+		_ = msg.NakWithDelay(delay)
+		d.count(h.Type, "nak", elapsed)
+	}
+}
+
+// safeCall turns a handler panic into a retryable error, so one bad message cannot kill the
+// binary.
+func safeCall(ctx context.Context, h Handler, m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return h(ctx, m)
+}
+
+func (d *Dispatcher) count(typ, result string, elapsed time.Duration) {
+	if d.Metrics == nil {
+		return
+	}
+	d.Metrics.handled.WithLabelValues(typ, result).Inc()
+	if elapsed > 0 {
+		d.Metrics.duration.WithLabelValues(typ).Observe(elapsed.Seconds())
+	}
+}
+
+// LoggerFields adds the identifying fields of common message types to a log context.
+func LoggerFields(l zerolog.Context, runtime, release, step string) zerolog.Context {
+	return l.Str(logging.KeyRuntime, runtime).Str(logging.KeyRelease, release).Str(logging.KeyStep, step)
+}

@@ -1,0 +1,375 @@
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+)
+
+// PlanAPIVersion identifies the canonical plan format. Changing the format changes every digest.
+const PlanAPIVersion = "plan.aicr.run/v1alpha1"
+
+// MaxPlanBytes bounds a plan's canonical form, so that it fits a ConfigMap (1 MiB) with room
+// for metadata.
+const MaxPlanBytes = 900 << 10
+
+// DefaultForbiddenNamespaces may never hold a component.
+var DefaultForbiddenNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "default"}
+
+// Plan is a resolved bundle: every release with its final values and dependencies. Build one
+// with Resolve or Decode; its Digest names it everywhere.
+type Plan struct {
+	// APIVersion is PlanAPIVersion.
+	APIVersion string `json:"apiVersion"`
+	// Bundle names the bundle the plan came from.
+	Bundle BundleMeta `json:"bundle"`
+	// Releases sorted by name.
+	Releases []Release `json:"releases"`
+
+	canonical []byte
+	digest    string
+	byName    map[string]int
+}
+
+// Release is one component with its final values.
+type Release struct {
+	// Name is the release and Application name.
+	Name string `json:"name"`
+	// Namespace is the destination namespace.
+	Namespace string `json:"namespace"`
+	// Chart is the chart path and digest.
+	Chart ChartRef `json:"chart"`
+	// DependsOn is sorted.
+	DependsOn []string `json:"dependsOn,omitempty"`
+	// ReadinessGate marks a readiness release.
+	ReadinessGate bool `json:"readinessGate,omitempty"`
+	// Values are the final Helm values: bundle values, then placement, then overrides.
+	Values map[string]any `json:"values"`
+}
+
+// Inputs are the runtime's contributions to a plan.
+type Inputs struct {
+	// Overrides from the ClusterRuntime spec.
+	Overrides []v1alpha1.Override
+	// Placement from the ClusterRuntime spec.
+	Placement *v1alpha1.Placement
+	// ForbiddenNamespaces may not hold a component, in addition to
+	// DefaultForbiddenNamespaces (the operator and Argo CD namespaces, typically).
+	ForbiddenNamespaces []string
+}
+
+// Resolve builds the plan for a validated bundle and the runtime's inputs. Errors are *Error
+// values whose Field is a ClusterRuntime path (spec.overrides[i]..., spec.placement...) or a
+// bundle path (components[i]...).
+func Resolve(b *Bundle, in Inputs) (*Plan, error) {
+	forbidden := map[string]bool{}
+	for _, ns := range append(append([]string{}, DefaultForbiddenNamespaces...), in.ForbiddenNamespaces...) {
+		forbidden[ns] = true
+	}
+	byName := make(map[string]int, len(b.Components))
+	releases := make([]Release, len(b.Components))
+	for i, c := range b.Components {
+		if forbidden[c.Namespace] {
+			return nil, errorf(v1alpha1.ReasonNamespaceNotAllowed, fmt.Sprintf("components[%d].namespace", i),
+				"namespace %q is not allowed for a component (reserved: %s); use a namespace of the component's own", c.Namespace, strings.Join(sortedKeys(forbidden), ", "))
+		}
+		values := map[string]any{}
+		if len(bytes.TrimSpace(c.Values)) > 0 {
+			v, err := decodeObject(c.Values)
+			if err != nil {
+				return nil, bundleErr(fmt.Sprintf("components[%d].values", i), "values must be a mapping of Helm values: %v", err)
+			}
+			values = v
+		}
+		deps := append([]string(nil), c.DependsOn...)
+		sort.Strings(deps)
+		releases[i] = Release{Name: c.Name, Namespace: c.Namespace, Chart: c.Chart, DependsOn: deps, ReadinessGate: c.ReadinessGate, Values: values}
+		byName[c.Name] = i
+	}
+	if err := applyPlacement(b, releases, in.Placement); err != nil {
+		return nil, err
+	}
+	if err := applyOverrides(b, releases, byName, in.Overrides); err != nil {
+		return nil, err
+	}
+	sort.Slice(releases, func(i, j int) bool { return releases[i].Name < releases[j].Name })
+	p := &Plan{APIVersion: PlanAPIVersion, Bundle: b.Metadata, Releases: releases}
+	if err := p.seal(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func applyPlacement(b *Bundle, releases []Release, pl *v1alpha1.Placement) error {
+	if pl == nil {
+		return nil
+	}
+	classes := map[string]*v1alpha1.NodePlacement{PlacementSystem: pl.System, PlacementAccelerated: pl.Accelerated}
+	rendered := map[string][2]any{}
+	for class, np := range classes {
+		if np == nil {
+			continue
+		}
+		sel, tol, err := renderPlacement("spec.placement."+class, np)
+		if err != nil {
+			return err
+		}
+		rendered[class] = [2]any{sel, tol}
+	}
+	for i, c := range b.Components {
+		if c.Placement == nil {
+			continue
+		}
+		r, ok := rendered[c.Placement.Class]
+		if !ok {
+			continue
+		}
+		for j, path := range c.Placement.NodeSelectorPaths {
+			segs, _ := ParsePath(path) // validated by Bundle.Validate
+			if err := setCreating(releases[i].Values, segs, deepCopy(r[0])); err != nil {
+				return errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.nodeSelectorPaths[%d]", i, j), "%v", err)
+			}
+		}
+		for j, path := range c.Placement.TolerationsPaths {
+			segs, _ := ParsePath(path)
+			if err := setCreating(releases[i].Values, segs, deepCopy(r[1])); err != nil {
+				return errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.tolerationsPaths[%d]", i, j), "%v", err)
+			}
+		}
+	}
+	return nil
+}
+
+// renderPlacement validates a NodePlacement and renders it as values.
+func renderPlacement(field string, np *v1alpha1.NodePlacement) (map[string]any, []any, error) {
+	keys := make([]string, 0, len(np.NodeSelector))
+	for k := range np.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	sel := make(map[string]any, len(keys))
+	for _, k := range keys {
+		v := np.NodeSelector[k]
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return nil, nil, errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("%s.nodeSelector[%s]", field, k),
+				"%q is not a valid label key: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			return nil, nil, errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("%s.nodeSelector[%s]", field, k),
+				"%q is not a valid label value: %s", v, strings.Join(errs, "; "))
+		}
+		sel[k] = v
+	}
+	tols := make([]any, 0, len(np.Tolerations))
+	for i, t := range np.Tolerations {
+		tf := fmt.Sprintf("%s.tolerations[%d]", field, i)
+		if err := validateToleration(tf, t); err != nil {
+			return nil, nil, err
+		}
+		raw, err := json.Marshal(t)
+		if err != nil {
+			return nil, nil, errorf(v1alpha1.ReasonInvalidPlacement, tf, "cannot render toleration: %v", err)
+		}
+		v, err := decodeValue(raw)
+		if err != nil {
+			return nil, nil, errorf(v1alpha1.ReasonInvalidPlacement, tf, "cannot render toleration: %v", err)
+		}
+		tols = append(tols, v)
+	}
+	return sel, tols, nil
+}
+
+func validateToleration(field string, t corev1.Toleration) error {
+	switch t.Operator {
+	case "", corev1.TolerationOpEqual:
+		if t.Key == "" {
+			return errorf(v1alpha1.ReasonInvalidPlacement, field+".operator", "operator Equal needs a key; use operator Exists to tolerate every taint")
+		}
+	case corev1.TolerationOpExists:
+		if t.Value != "" {
+			return errorf(v1alpha1.ReasonInvalidPlacement, field+".value", "operator Exists takes no value; remove it or use operator Equal")
+		}
+	default:
+		return errorf(v1alpha1.ReasonInvalidPlacement, field+".operator", "%q is not a toleration operator; use Equal or Exists", t.Operator)
+	}
+	if t.Key != "" {
+		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+			return errorf(v1alpha1.ReasonInvalidPlacement, field+".key", "%q is not a valid taint key: %s", t.Key, strings.Join(errs, "; "))
+		}
+	}
+	switch t.Effect {
+	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return errorf(v1alpha1.ReasonInvalidPlacement, field+".effect", "%q is not a taint effect; use NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+	}
+	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+		return errorf(v1alpha1.ReasonInvalidPlacement, field+".tolerationSeconds", "tolerationSeconds applies only to effect NoExecute")
+	}
+	return nil
+}
+
+func applyOverrides(b *Bundle, releases []Release, byName map[string]int, overrides []v1alpha1.Override) error {
+	seen := map[string]int{}
+	for i, o := range overrides {
+		f := fmt.Sprintf("spec.overrides[%d]", i)
+		idx, ok := byName[o.Component]
+		if !ok {
+			return errorf(v1alpha1.ReasonInvalidOverride, f+".component", "no component %q in bundle %s %s (components: %s)",
+				o.Component, b.Metadata.Name, b.Metadata.Version, knownNames(byName))
+		}
+		segs, err := ParsePath(o.Path)
+		if err != nil {
+			return errorf(v1alpha1.ReasonInvalidOverride, f+".path", "%v", err)
+		}
+		key := o.Component + "\x00" + renderPath(segs)
+		if j, dup := seen[key]; dup {
+			return errorf(v1alpha1.ReasonInvalidOverride, f+".path", "%s %s is already overridden by spec.overrides[%d]; keep one", o.Component, o.Path, j)
+		}
+		seen[key] = i
+		if len(bytes.TrimSpace(o.Value.Raw)) == 0 {
+			return errorf(v1alpha1.ReasonInvalidOverride, f+".value", "a value is required (use null to clear a value)")
+		}
+		v, err := decodeValue(o.Value.Raw)
+		if err != nil {
+			return errorf(v1alpha1.ReasonInvalidOverride, f+".value", "not a JSON value: %v", err)
+		}
+		if err := replaceExisting(releases[idx].Values, segs, v); err != nil {
+			return errorf(v1alpha1.ReasonOverridePathUnknown, f+".path", "component %s: %v; an override may only change a value the bundle declares", o.Component, err)
+		}
+	}
+	return nil
+}
+
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		l := make([]any, len(t))
+		for i, x := range t {
+			l[i] = deepCopy(x)
+		}
+		return l
+	default:
+		return v
+	}
+}
+
+// seal computes the canonical form, the digest and the name index.
+func (p *Plan) seal() error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return fmt.Errorf("encode plan: %w", err)
+	}
+	p.canonical = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	sum := sha256.Sum256(p.canonical)
+	p.digest = "sha256:" + hex.EncodeToString(sum[:])
+	p.byName = make(map[string]int, len(p.Releases))
+	for i, r := range p.Releases {
+		p.byName[r.Name] = i
+	}
+	return nil
+}
+
+// Digest is the plan's desiredStateDigest: "sha256:" and the hex SHA-256 of Canonical().
+func (p *Plan) Digest() string { return p.digest }
+
+// Canonical is the plan's canonical JSON: struct fields in declaration order, mapping keys
+// sorted, no HTML escaping, numbers as written in the input. Do not modify it.
+func (p *Plan) Canonical() []byte { return p.canonical }
+
+// Release returns the named release.
+func (p *Plan) Release(name string) (*Release, bool) {
+	if p == nil {
+		return nil, false
+	}
+	i, ok := p.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return &p.Releases[i], true
+}
+
+// Decode reads a plan from its canonical JSON and checks it against the expected digest
+// (skipped when want is empty).
+func Decode(data []byte, want string) (*Plan, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("decode plan: %w", err)
+	}
+	if p.APIVersion != PlanAPIVersion {
+		return nil, fmt.Errorf("decode plan: apiVersion %q is not supported; expected %q", p.APIVersion, PlanAPIVersion)
+	}
+	for i := range p.Releases {
+		if p.Releases[i].Values == nil {
+			p.Releases[i].Values = map[string]any{}
+		}
+	}
+	if err := p.seal(); err != nil {
+		return nil, err
+	}
+	if want != "" && p.digest != want {
+		return nil, fmt.Errorf("decode plan: content digest %s does not match %s", p.digest, want)
+	}
+	return &p, nil
+}
+
+// ValuesJSON returns the release's final values as JSON (keys sorted).
+func (r *Release) ValuesJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.Values); err != nil {
+		return nil, fmt.Errorf("encode values of %s: %w", r.Name, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// sameContent reports whether two releases render the same Application source and destination.
+func sameContent(a, b *Release) bool {
+	if a.Namespace != b.Namespace || a.Chart != b.Chart {
+		return false
+	}
+	av, err1 := a.ValuesJSON()
+	bv, err2 := b.ValuesJSON()
+	return err1 == nil && err2 == nil && bytes.Equal(av, bv)
+}
+
+func sameGraph(a, b *Release) bool {
+	if a.ReadinessGate != b.ReadinessGate || len(a.DependsOn) != len(b.DependsOn) {
+		return false
+	}
+	for i := range a.DependsOn {
+		if a.DependsOn[i] != b.DependsOn[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,60 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// RunLeader runs work while this replica holds the Lease named after the binary in the operator
+// namespace, or at once when leader election is off. work's context ends when leadership is
+// lost; RunLeader then returns an error so the binary exits and a fresh replica takes over
+// (state lives in Kubernetes; nothing is lost). It returns nil when ctx ends.
+func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) error) error {
+	if !b.opts.LeaderElect {
+		return work(ctx)
+	}
+	if b.KubeClient == nil {
+		return fmt.Errorf("leader election needs a Kubernetes client")
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: b.opts.Namespace, Name: "aicr-" + b.Name},
+		Client:     b.KubeClient.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: b.opts.Identity},
+	}
+	var workErr error
+	lost := false
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   b.opts.LeaseDuration,
+		RenewDeadline:   b.opts.RenewDeadline,
+		RetryPeriod:     b.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            b.Name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				b.Log.Info().Str("identity", b.opts.Identity).Msg("became leader")
+				workErr = work(lctx)
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					lost = true
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("set up leader election: %w", err)
+	}
+	le.Run(ctx)
+	if workErr != nil {
+		return workErr
+	}
+	if lost {
+		return fmt.Errorf("lost leadership of lease %s/aicr-%s", b.opts.Namespace, b.Name)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package service
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aicr-run/aicr-operator/shared/logging"
+)
+
+// Defaults.
+const (
+	DefaultNATSURL          = "nats://127.0.0.1:4222"
+	DefaultNamespace        = "aicr-system"
+	DefaultEngineNamespace  = "argocd"
+	DefaultKubeQPS          = 50
+	DefaultKubeBurst        = 100
+	DefaultLeaseDuration    = 15 * time.Second
+	DefaultRenewDeadline    = 10 * time.Second
+	DefaultRetryPeriod      = 2 * time.Second
+	DefaultEmbeddedNATSAddr = "127.0.0.1:4222"
+)
+
+// Options are the flags every binary takes. Flags are the contract: the chart, docker-compose
+// and the local stack pass the same ones.
+type Options struct {
+	// NATSURL is --nats-url.
+	NATSURL string
+	// NATSCredsFile is --nats-creds: a NATS credentials file.
+	NATSCredsFile string
+	// NATSUser is --nats-user; the password comes from --nats-password-file.
+	NATSUser string
+	// NATSPasswordFile is --nats-password-file.
+	NATSPasswordFile string
+	// EmbeddedNATS is --embedded-nats: start an in-process JetStream server (local stack).
+	EmbeddedNATS bool
+	// EmbeddedNATSAddr is --embedded-nats-addr.
+	EmbeddedNATSAddr string
+	// EmbeddedNATSDir is --embedded-nats-dir: JetStream storage of the embedded server.
+	EmbeddedNATSDir string
+	// StreamReplicas is --stream-replicas: JetStream replication of the streams.
+	StreamReplicas int
+	// Kubeconfig is --kubeconfig; in-cluster configuration when empty.
+	Kubeconfig string
+	// KubeQPS and KubeBurst are --kube-qps and --kube-burst.
+	KubeQPS   float64
+	KubeBurst int
+	// HealthAddr is --health-addr: /healthz and /readyz.
+	HealthAddr string
+	// MetricsAddr is --metrics-addr: /metrics.
+	MetricsAddr string
+	// LogLevel is --log-level; LogFormat is --log-format (json or console).
+	LogLevel  string
+	LogFormat string
+	// Namespace is --namespace: the operator namespace (env POD_NAMESPACE).
+	Namespace string
+	// LeaderElect is --leader-elect; the Lease lives in Namespace.
+	LeaderElect bool
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// Identity is --identity: this replica's leader-election identity (env POD_NAME, else the
+	// host name).
+	Identity string
+}
+
+// BindFlags registers the common flags with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	id := os.Getenv("POD_NAME")
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	fs.StringVar(&o.NATSURL, "nats-url", DefaultNATSURL, "NATS server URLs, comma-separated")
+	fs.StringVar(&o.NATSCredsFile, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&o.NATSUser, "nats-user", "", "NATS user name")
+	fs.StringVar(&o.NATSPasswordFile, "nats-password-file", "", "file holding the NATS user's password")
+	fs.BoolVar(&o.EmbeddedNATS, "embedded-nats", false, "start an in-process NATS JetStream server (local stack only)")
+	fs.StringVar(&o.EmbeddedNATSAddr, "embedded-nats-addr", DefaultEmbeddedNATSAddr, "listen address of the embedded NATS server")
+	fs.StringVar(&o.EmbeddedNATSDir, "embedded-nats-dir", "", "JetStream storage of the embedded NATS server (a temporary folder when empty)")
+	fs.IntVar(&o.StreamReplicas, "stream-replicas", 1, "JetStream replicas of the operator's streams (1, 3 or 5)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; in-cluster configuration when empty")
+	fs.Float64Var(&o.KubeQPS, "kube-qps", DefaultKubeQPS, "Kubernetes client queries per second")
+	fs.IntVar(&o.KubeBurst, "kube-burst", DefaultKubeBurst, "Kubernetes client burst")
+	fs.StringVar(&o.HealthAddr, "health-addr", ":8081", "address of /healthz and /readyz (empty turns them off)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "address of /metrics (empty turns it off)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: trace, debug, info, warn or error")
+	fs.StringVar(&o.LogFormat, "log-format", logging.FormatJSON, "log format: json or console")
+	fs.StringVar(&o.Namespace, "namespace", ns, "the operator namespace (plans, leases, events)")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader on a Lease so that replicas do not act twice")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "leader election lease duration")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "leader election renew deadline")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", DefaultRetryPeriod, "leader election retry period")
+	fs.StringVar(&o.Identity, "identity", id, "this replica's leader election identity")
+}
+
+// Validate checks the common flags and names the flag at fault.
+func (o *Options) Validate() error {
+	var errs []string
+	if o.NATSURL == "" && !o.EmbeddedNATS {
+		errs = append(errs, "--nats-url is required (or --embedded-nats)")
+	}
+	if o.EmbeddedNATS {
+		if _, _, err := net.SplitHostPort(o.EmbeddedNATSAddr); err != nil {
+			errs = append(errs, fmt.Sprintf("--embedded-nats-addr %q: use host:port", o.EmbeddedNATSAddr))
+		}
+	}
+	if o.NATSUser != "" && o.NATSPasswordFile == "" {
+		errs = append(errs, "--nats-user needs --nats-password-file")
+	}
+	if o.StreamReplicas != 1 && o.StreamReplicas != 3 && o.StreamReplicas != 5 {
+		errs = append(errs, fmt.Sprintf("--stream-replicas %d: use 1, 3 or 5", o.StreamReplicas))
+	}
+	if o.KubeQPS <= 0 || o.KubeBurst <= 0 {
+		errs = append(errs, "--kube-qps and --kube-burst must be positive")
+	}
+	for flagName, addr := range map[string]string{"--health-addr": o.HealthAddr, "--metrics-addr": o.MetricsAddr} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Sprintf("%s %q: use host:port or :port", flagName, addr))
+		}
+	}
+	if o.Namespace == "" {
+		errs = append(errs, "--namespace is required")
+	}
+	if o.LeaderElect {
+		if o.Identity == "" {
+			errs = append(errs, "--identity is required with --leader-elect")
+		}
+		if o.LeaseDuration <= o.RenewDeadline || o.RenewDeadline <= o.RetryPeriod || o.RetryPeriod <= 0 {
+			errs = append(errs, "leader election needs lease duration > renew deadline > retry period > 0")
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid flags: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/natsx"
+)
+
+// Check is one readiness check: nil when ready, else why not.
+type Check func(ctx context.Context) error
+
+// Base is what Start gives a binary: its logger, metrics registry, NATS and Kubernetes
+// connections, and the readiness checks /readyz runs.
+type Base struct {
+	// Name is the binary's Name constant.
+	Name string
+	// Log is the binary's logger.
+	Log zerolog.Logger
+	// Registry is the binary's metrics registry (Go and process collectors included).
+	Registry *prometheus.Registry
+	// NC is the NATS connection; it reconnects forever.
+	NC *nats.Conn
+	// JS is JetStream on NC.
+	JS jetstream.JetStream
+	// Kube is the Kubernetes client configuration, nil when the binary needs none.
+	Kube *rest.Config
+	// KubeClient is a typed client on Kube, nil when Kube is nil.
+	KubeClient kubernetes.Interface
+
+	opts     Options
+	embedded *server.Server
+
+	mu     sync.Mutex
+	checks []namedCheck
+}
+
+type namedCheck struct {
+	name  string
+	check Check
+}
+
+// Start builds the logger, starts the embedded NATS server if asked, connects to NATS (without
+// waiting for it), and loads the Kubernetes configuration when needKube. Call Close when done.
+func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error) {
+	log, err := newLogger(o, name, logOut)
+	if err != nil {
+		return nil, err
+	}
+	b := &Base{Name: name, Log: log, opts: o, Registry: prometheus.NewRegistry()}
+	b.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	url := o.NATSURL
+	if o.EmbeddedNATS {
+		dir := o.EmbeddedNATSDir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "aicr-nats-"); err != nil {
+				return nil, fmt.Errorf("create embedded nats dir: %w", err)
+			}
+		}
+		s, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Addr: o.EmbeddedNATSAddr, StoreDir: dir})
+		if err != nil {
+			return nil, err
+		}
+		b.embedded = s
+		url = s.ClientURL()
+		log.Info().Str("url", url).Msg("embedded nats started")
+	}
+	password := ""
+	if o.NATSPasswordFile != "" {
+		raw, err := os.ReadFile(o.NATSPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("read --nats-password-file: %w", err)
+		}
+		password = strings.TrimSpace(string(raw))
+	}
+	nc, err := natsx.Connect(natsx.ConnectOptions{URL: url, Name: name, CredsFile: o.NATSCredsFile, User: o.NATSUser, Password: password}, log)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.NC = nc
+	if b.JS, err = jetstream.New(nc); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("open jetstream: %w", err)
+	}
+	b.AddCheck("nats", func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats is %s", nc.Status())
+		}
+		return nil
+	})
+	if needKube {
+		cfg, err := KubeConfig(o.Kubeconfig, o.KubeQPS, o.KubeBurst, name)
+		if err != nil {
+			b.Close()
+			return nil, err
+		}
+		b.Kube = cfg
+		if b.KubeClient, err = kubernetes.NewForConfig(cfg); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("create kubernetes client: %w", err)
+		}
+		b.AddCheck("kube-apiserver", b.apiserverCheck())
+	}
+	return b, nil
+}
+
+func newLogger(o Options, name string, out *os.File) (zerolog.Logger, error) {
+	if out == nil {
+		out = os.Stderr
+	}
+	return logging.New(out, o.LogFormat, o.LogLevel, name)
+}
+
+// KubeConfig loads a kubeconfig file, or the in-cluster configuration when path is empty, and
+// sets the client's rate limits and user agent.
+func KubeConfig(path string, qps float64, burst int, userAgent string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if path == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("load in-cluster kubernetes configuration (or pass --kubeconfig): %w", err)
+		}
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("load --kubeconfig %s: %w", path, err)
+		}
+	}
+	cfg.QPS = float32(qps)
+	cfg.Burst = burst
+	cfg.UserAgent = "aicr-operator/" + userAgent
+	return cfg, nil
+}
+
+// apiserverCheck asks the API server's /readyz, caching a success for a few seconds so that
+// probes do not load it.
+func (b *Base) apiserverCheck() Check {
+	var mu sync.Mutex
+	var okUntil time.Time
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Now().Before(okUntil) {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if err := b.KubeClient.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+			return fmt.Errorf("kube-apiserver unreachable: %w", err)
+		}
+		okUntil = time.Now().Add(5 * time.Second)
+		return nil
+	}
+}
+
+// AddCheck adds a readiness check under name.
+func (b *Base) AddCheck(name string, c Check) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.checks = append(b.checks, namedCheck{name, c})
+}
+
+// Ready runs every check; nil when all pass.
+func (b *Base) Ready(ctx context.Context) error {
+	b.mu.Lock()
+	checks := append([]namedCheck(nil), b.checks...)
+	b.mu.Unlock()
+	var errs []error
+	for _, c := range checks {
+		if err := c.check(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Serve runs the health and metrics HTTP servers in g until ctx ends, then shuts them down
+// within 5 seconds. It returns the bound addresses (useful with port 0).
+func (b *Base) Serve(ctx context.Context, g *errgroup.Group) (healthAddr, metricsAddr string, err error) {
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	health.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := b.Ready(r.Context()); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(b.Registry, promhttp.HandlerOpts{Registry: b.Registry}))
+	if b.opts.HealthAddr != "" && b.opts.HealthAddr == b.opts.MetricsAddr {
+		health.Handle("/metrics", metrics)
+		b.opts.MetricsAddr = ""
+	}
+	if healthAddr, err = b.listen(ctx, g, "health", b.opts.HealthAddr, health); err != nil {
+		return "", "", err
+	}
+	if metricsAddr, err = b.listen(ctx, g, "metrics", b.opts.MetricsAddr, metrics); err != nil {
+		return "", "", err
+	}
+	return healthAddr, metricsAddr, nil
+}
+
+func (b *Base) listen(ctx context.Context, g *errgroup.Group, what, addr string, h http.Handler) (string, error) {
+	if addr == "" {
+		return "", nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("listen %s on %s: %w", what, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", what, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return ln.Addr().String(), nil
+}
+
+// Close drains the NATS connection (finishing in-flight publishes and acknowledgements) and
+// stops the embedded server. Safe to call more than once.
+func (b *Base) Close() {
+	if b.NC != nil && !b.NC.IsClosed() {
+		done := make(chan struct{})
+		b.NC.SetClosedHandler(func(*nats.Conn) { close(done) })
+		if err := b.NC.Drain(); err != nil {
+			b.NC.Close()
+		} else {
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				b.NC.Close()
+			}
+		}
+	}
+	if b.embedded != nil {
+		b.embedded.Shutdown()
+		b.embedded.WaitForShutdown()
+		b.embedded = nil
+	}
+}
