@@ -117,6 +117,9 @@ func Build(s Settings, in Input) (*argov1alpha1.Application, error) {
 		annotations[v1alpha1.AnnotationStep] = in.StepID
 		annotations[v1alpha1.AnnotationStepStarted] = in.StepStarted.UTC().Format(time.RFC3339)
 	}
+	if r.ReadinessGate {
+		annotations[v1alpha1.AnnotationReadinessGate] = "true"
+	}
 	if in.SuspendEngine {
 		annotations[v1alpha1.AnnotationEngineSuspended] = "true"
 	}

@@ -71,6 +71,9 @@ const (
 	// AnnotationEngineSuspended records that the Application was written with automated sync
 	// off because the runtime says suspendEngine.
 	AnnotationEngineSuspended = "operator.aicr.run/engine-suspended"
+	// AnnotationReadinessGate marks a readiness release ("true"): synced explicitly by the
+	// operator in each of its steps.
+	AnnotationReadinessGate = "operator.aicr.run/readiness-gate"
 	// AnnotationArgoRefresh asks Argo CD to compare the Application now; Argo CD removes it.
 	AnnotationArgoRefresh = "argocd.argoproj.io/refresh"
 )
