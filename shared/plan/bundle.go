@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -120,6 +121,9 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	}
 	var b Bundle
 	if err := yaml.UnmarshalStrict(data, &b); err != nil {
+		if uerr := unknownFieldError(data); uerr != nil {
+			return nil, uerr
+		}
 		return nil, bundleErr("", "bundle does not parse: %s", cleanDecodeError(err))
 	}
 	if err := b.Validate(); err != nil {
@@ -135,6 +139,84 @@ func cleanDecodeError(err error) string {
 		msg = strings.ReplaceAll(msg, p, "")
 	}
 	return msg
+}
+
+// unknownFieldError finds the first field of the document (keys sorted at each level) that the
+// bundle format does not declare, and names its path and the fields accepted there. The strict
+// decoder only says "unknown field" without saying where; it returns nil when it finds none.
+func unknownFieldError(data []byte) *Error {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil
+	}
+	doc, err := decodeValue(j)
+	if err != nil {
+		return nil
+	}
+	field, name, accepted := findUnknownField(doc, reflect.TypeFor[Bundle](), "")
+	if field == "" {
+		return nil
+	}
+	return bundleErr(field, "unknown field %q; accepted here: %s", name, strings.Join(accepted, ", "))
+}
+
+// findUnknownField walks a decoded document alongside the type it decodes into. Keys match
+// field names case-insensitively, as the decoder does.
+func findUnknownField(v any, t reflect.Type, path string) (field, name string, accepted []string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", "", nil
+		}
+		fields := make(map[string]reflect.Type, t.NumField())
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if tag != "" && tag != "-" {
+				fields[tag] = t.Field(i).Type
+				accepted = append(accepted, tag)
+			}
+		}
+		sort.Strings(accepted)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			var ft reflect.Type
+			for tag, typ := range fields {
+				if strings.EqualFold(tag, k) {
+					ft = typ
+					break
+				}
+			}
+			at := k
+			if path != "" {
+				at = path + "." + k
+			}
+			if ft == nil {
+				return at, k, accepted
+			}
+			if f, n, a := findUnknownField(m[k], ft, at); f != "" {
+				return f, n, a
+			}
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage: free-form values
+			return "", "", nil
+		}
+		l, _ := v.([]any)
+		for i, x := range l {
+			if f, n, a := findUnknownField(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); f != "" {
+				return f, n, a
+			}
+		}
+	}
+	return "", "", nil
 }
 
 // Validate checks the bundle: identifiers, names, charts, digests, namespaces, dependencies
