@@ -124,7 +124,9 @@ func applyPlacement(b *Bundle, releases []Release, pl *v1alpha1.Placement) error
 	}
 	classes := map[string]*v1alpha1.NodePlacement{PlacementSystem: pl.System, PlacementAccelerated: pl.Accelerated}
 	rendered := map[string][2]any{}
-	for class, np := range classes {
+	// A fixed order, so that with both classes invalid the same error is reported every time.
+	for _, class := range []string{PlacementSystem, PlacementAccelerated} {
+		np := classes[class]
 		if np == nil {
 			continue
 		}
