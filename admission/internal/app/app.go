@@ -1,0 +1,168 @@
+// Package app is the admission webhook's wiring: its options and Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/aicr-run/aicr-operator/admission/internal/audit"
+	"github.com/aicr-run/aicr-operator/admission/internal/certs"
+	"github.com/aicr-run/aicr-operator/admission/internal/rules"
+	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/service"
+)
+
+// Name is the binary's name: logger component, metrics namespace and NATS connection name.
+const Name = "admission"
+
+// DefaultWebhookAddr is where the webhook listens for AdmissionReviews (HTTPS only).
+const DefaultWebhookAddr = ":9443"
+
+// Options are the admission webhook's flags.
+type Options struct {
+	service.Options
+	// WebhookAddr is --webhook-addr: the HTTPS listen address of the webhook.
+	WebhookAddr string
+	// TLSCertFile and TLSKeyFile are --tls-cert-file and --tls-key-file: the serving
+	// certificate and key (PEM), reloaded when they change on disk.
+	TLSCertFile string
+	TLSKeyFile  string
+	// OperatorIdentities is --operator-identities: the operator's usernames, comma-separated
+	// (system:serviceaccount:<namespace>:<name>).
+	OperatorIdentities string
+	// EngineNamespace is --engine-namespace: Argo CD's namespace, where the operator's
+	// Applications live.
+	EngineNamespace string
+}
+
+// BindFlags registers the flags with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	o.Options.BindFlags(fs)
+	fs.StringVar(&o.WebhookAddr, "webhook-addr", DefaultWebhookAddr, "HTTPS listen address of the webhook (path "+webhook.Path+")")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM), reloaded when it changes")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving certificate's private key (PEM), reloaded when it changes")
+	fs.StringVar(&o.OperatorIdentities, "operator-identities", "", "the operator's usernames, comma-separated (system:serviceaccount:<namespace>:<name>)")
+	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace, where the operator's Applications live")
+}
+
+// Identities returns the parsed --operator-identities.
+func (o *Options) Identities() []string {
+	var out []string
+	for _, id := range strings.Split(o.OperatorIdentities, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Validate checks the flags and names the flag at fault.
+func (o *Options) Validate() error {
+	var errs []string
+	if err := o.Options.Validate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if o.TLSCertFile == "" || o.TLSKeyFile == "" {
+		errs = append(errs, "--tls-cert-file and --tls-key-file are required: the webhook serves HTTPS only")
+	}
+	if o.WebhookAddr == "" {
+		errs = append(errs, "--webhook-addr is required")
+	}
+	if len(o.Identities()) == 0 {
+		errs = append(errs, "--operator-identities is required: the usernames of the operator's service accounts, comma-separated")
+	}
+	for _, id := range o.Identities() {
+		if strings.ContainsAny(id, " \t\n") {
+			errs = append(errs, fmt.Sprintf("--operator-identities: %q contains white space; use usernames such as system:serviceaccount:aicr-system:aicr-operator-applier", id))
+		}
+	}
+	if o.EngineNamespace == "" {
+		errs = append(errs, "--engine-namespace is required")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Main parses args, runs the binary and returns the exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
+		return 2
+	}
+	if err := Run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
+		return 1
+	}
+	return 0
+}
+
+// Run runs the webhook until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	base, err := service.Start(Name, o.Options, true, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	ctx = logging.Into(ctx, base.Log)
+
+	reloader := certs.NewReloader(o.TLSCertFile, o.TLSKeyFile)
+	base.AddCheck("tls", reloader.Check)
+	validator := rules.New(rules.Config{
+		OperatorIdentities: o.Identities(),
+		Namespace:          o.Namespace,
+		EngineNamespace:    o.EngineNamespace,
+		Bundles:            configMaps{base.KubeClient},
+	})
+	recorder := audit.NewRecorder(bus.NewPublisher(base.JS, Name), base.Registry, Name)
+	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Registry, Name), base.Log)
+	srv, err := webhook.Listen(o.WebhookAddr, certs.ServerConfig(reloader), handler)
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if _, _, err := base.Serve(gctx, g); err != nil {
+		return err
+	}
+	g.Go(func() error { return srv.Run(gctx) })
+	g.Go(func() error {
+		// The audit subject lives on the events stream; declare it like every binary does, so
+		// audit works whichever binary starts first. Denials queue meanwhile.
+		if err := bus.WaitStreams(gctx, base.JS, o.StreamReplicas); err != nil {
+			return nil // ctx ended
+		}
+		return recorder.Run(gctx)
+	})
+	base.Log.Info().Str("addr", srv.Addr()).Strs("operator_identities", o.Identities()).Msg("started")
+	err = g.Wait()
+	base.Log.Info().Msg("stopped")
+	return err
+}
+
+// configMaps reads bundle ConfigMaps with the Kubernetes client.
+type configMaps struct{ cs kubernetes.Interface }
+
+func (c configMaps) GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return c.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
