@@ -1,0 +1,260 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+)
+
+// target returns the step a message names by step ID, when it belongs to this rollout, names
+// the same release and is in flight.
+func target(r *v1alpha1.RuntimeRollout, stepID, release string) *v1alpha1.Step {
+	name, index, ok := ParseStepID(stepID)
+	if !ok || name != r.Name || Terminal(r.Status.Phase) {
+		return nil
+	}
+	s := step(r, index)
+	if s == nil || s.Release != release || !inFlight(s) {
+		return nil
+	}
+	return s
+}
+
+// ObserveVerdict records readiness's verdict on the step it names. A ready verdict whose
+// StepID is the step's ID makes the step Succeeded; a verdict for another step, a finished
+// step or a Remove step changes nothing. It reports whether the status changed.
+func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.Time) bool {
+	s := target(r, v.StepID, v.Release)
+	if s == nil || s.Action == v1alpha1.ActionRemove {
+		return false
+	}
+	observed := v.Time
+	if observed.IsZero() {
+		observed = now
+	}
+	verdict := &v1alpha1.Verdict{Ready: v.Ready, ObservedAt: mt(observed), Fences: v.Fences}
+	if len(verdict.Fences) > 16 {
+		verdict.Fences = verdict.Fences[:16]
+	}
+	before := s.DeepCopy()
+	s.Verdict = verdict
+	if v.Ready {
+		s.State, s.Reason, s.FinishedAt = v1alpha1.StepSucceeded, "", mt(now)
+		s.Message = "ready at the current revision"
+		return true
+	}
+	if s.State == v1alpha1.StepInProgress && s.Reason != v1alpha1.ReasonSpecDrifted {
+		s.Message = "waiting for the release to be ready" + openFences(verdict)
+	}
+	return !sameStep(before, s)
+}
+
+func sameStep(a, b *v1alpha1.Step) bool {
+	if a.State != b.State || a.Reason != b.Reason || a.Message != b.Message {
+		return false
+	}
+	if (a.Verdict == nil) != (b.Verdict == nil) {
+		return false
+	}
+	if a.Verdict == nil {
+		return true
+	}
+	return a.Verdict.Ready == b.Verdict.Ready && slices.Equal(a.Verdict.Fences, b.Verdict.Fences)
+}
+
+// ObserveResult records the applier's answer to a step's command:
+//   - Foreign: the step is Blocked (ForeignObject) and the rollout stalls;
+//   - Blocked: the step is Blocked (TransitionBlocked), the message says why;
+//   - Failed: the step Failed (the next Advance fails the rollout);
+//   - Removed: a Remove step Succeeded;
+//   - Written, Refreshed, SyncStarted: a Blocked step is in progress again; with deployment
+//     validation disabled a forward step Succeeded (reason ValidationDisabled).
+//
+// It reports whether the status changed.
+func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationDisabled bool, now time.Time) bool {
+	s := target(r, res.Step.ID, res.Release)
+	if s == nil {
+		return false
+	}
+	before := s.DeepCopy()
+	switch res.Outcome {
+	case bus.OutcomeForeign:
+		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonForeignObject
+		s.Message = nonEmpty(res.Message, "an Application with this name exists and is not owned by this runtime") +
+			"; rename or delete it (the step is retried every " + BlockedRetryInterval.String() + " until its action timeout)"
+	case bus.OutcomeBlocked:
+		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonTransitionBlocked
+		s.Message = nonEmpty(res.Message, "the Application carries the resources finalizer outside an approved Remove step") +
+			"; remove the finalizer (the step is retried every " + BlockedRetryInterval.String() + " until its action timeout)"
+	case bus.OutcomeFailed:
+		s.State, s.FinishedAt = v1alpha1.StepFailed, mt(now)
+		s.Reason = v1alpha1.ReasonRolloutFailed
+		s.Message = "the applier refused the command"
+		if res.Reason != "" {
+			s.Message += " (" + res.Reason + ")"
+		}
+		if res.Message != "" {
+			s.Message += ": " + res.Message
+		}
+	case bus.OutcomeRemoved:
+		if s.Action != v1alpha1.ActionRemove {
+			return false
+		}
+		s.State, s.Reason, s.Message, s.FinishedAt = v1alpha1.StepSucceeded, "", "the Application was removed; Argo CD deletes its resources", mt(now)
+	case bus.OutcomeWritten, bus.OutcomeRefreshed, bus.OutcomeSyncStarted:
+		if s.Action == v1alpha1.ActionRemove {
+			return false
+		}
+		if s.State == v1alpha1.StepBlocked {
+			s.State, s.Reason = v1alpha1.StepInProgress, ""
+		}
+		if validationDisabled {
+			s.State, s.Reason, s.FinishedAt = v1alpha1.StepSucceeded, v1alpha1.ReasonValidationDisabled, mt(now)
+			s.Message = fmt.Sprintf("written (%s); deployment validation is disabled", res.Outcome)
+		} else if s.Reason != v1alpha1.ReasonSpecDrifted {
+			s.Message = fmt.Sprintf("written (%s); waiting for the release to be ready", res.Outcome)
+		}
+	default:
+		return false
+	}
+	return !sameStep(before, s)
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// DriftAction is what the planner does about a drift report during a rollout.
+type DriftAction int
+
+// Drift actions.
+const (
+	// DriftNone: nothing to do (the release's own step will write it, or it is being removed).
+	DriftNone DriftAction = iota
+	// DriftRepair: force the fields back now, with a repair write from RepairDigest.
+	DriftRepair
+	// DriftRepublish: force the fields back in the release's own step (its command again, with
+	// attempt "drift-<rv>").
+	DriftRepublish
+	// DriftRecorded: the rollout's status changed (InventoryDrift recorded or cleared,
+	// SpecDrifted set or cleared).
+	DriftRecorded
+)
+
+// DriftDecision is ObserveDrift's answer.
+type DriftDecision struct {
+	// Action to take.
+	Action DriftAction
+	// RepairDigest is the plan to write the release from (DriftRepair).
+	RepairDigest string
+	// Step is the release's step (DriftRepublish).
+	Step *v1alpha1.Step
+}
+
+func contentDrift(kinds []string) bool {
+	for _, k := range kinds {
+		switch k {
+		case bus.DriftSource, bus.DriftValues, bus.DriftDestination:
+			return true
+		}
+	}
+	return false
+}
+
+// ObserveDrift decides what a drift report means while this rollout is in flight:
+//   - the drift is gone (no kinds): the InventoryDrift record and SpecDrifted are cleared;
+//   - source, values or destination of the release whose step is in flight: SpecDrifted, until
+//     the action timeout fails the rollout or the edit is undone and a ready verdict arrives;
+//   - source, values or destination of any other release: the rollout stalls (InventoryDrift);
+//   - other fields, or a deleted Application: forced back in the release's own step (at once
+//     when it is in flight, by its write when it is pending) or, for a release whose step is
+//     done or that has no step, by a repair write from the plan it is at.
+func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time) DriftDecision {
+	s := StepFor(r, d.Release)
+	drifted := Drifted(r)
+	if len(d.Kinds) == 0 {
+		changed := false
+		if _, ok := drifted[d.Release]; ok {
+			delete(drifted, d.Release)
+			setDrifted(r, drifted, now)
+			changed = true
+		}
+		if s != nil && s.Reason == v1alpha1.ReasonSpecDrifted && s.State == v1alpha1.StepInProgress {
+			s.Reason, s.Message = "", "the edit was undone; waiting for the release to be ready"
+			changed = true
+		}
+		if changed {
+			return DriftDecision{Action: DriftRecorded}
+		}
+		return DriftDecision{}
+	}
+	if s != nil && s.Action == v1alpha1.ActionRemove {
+		return DriftDecision{} // it is leaving: nothing to repair
+	}
+	if contentDrift(d.Kinds) && !slices.Contains(d.Kinds, bus.DriftDeleted) {
+		if s != nil && inFlight(s) {
+			msg := fmt.Sprintf("the Application was edited during its step (%s: %s); undo the edit or the step fails at its action timeout",
+				strings.Join(d.Kinds, ", "), strings.Join(d.Fields, ", "))
+			if s.Reason == v1alpha1.ReasonSpecDrifted && s.Message == msg {
+				return DriftDecision{}
+			}
+			s.Reason, s.Message = v1alpha1.ReasonSpecDrifted, msg
+			return DriftDecision{Action: DriftRecorded}
+		}
+		kinds := append([]string(nil), d.Kinds...)
+		slices.Sort(kinds)
+		if drifted == nil {
+			drifted = map[string][]string{}
+		}
+		if slices.Equal(drifted[d.Release], kinds) {
+			return DriftDecision{}
+		}
+		drifted[d.Release] = kinds
+		setDrifted(r, drifted, now)
+		return DriftDecision{Action: DriftRecorded}
+	}
+	switch {
+	case s == nil:
+		return DriftDecision{Action: DriftRepair, RepairDigest: r.Spec.FromDigest}
+	case s.State == v1alpha1.StepSucceeded:
+		return DriftDecision{Action: DriftRepair, RepairDigest: r.Spec.ToDigest}
+	case inFlight(s):
+		return DriftDecision{Action: DriftRepublish, Step: s}
+	}
+	return DriftDecision{} // pending: its own step writes every field
+}
+
+// ReleaseDigests says, for every release the stack holds now, the plan it was last written
+// from: the rollout's to-plan for a release whose forward step succeeded, else the active plan
+// (from). Releases whose Remove step succeeded are gone. active lists the active plan's
+// releases. r may be nil (no rollout).
+func ReleaseDigests(active []string, activeDigest string, r *v1alpha1.RuntimeRollout) map[string]string {
+	out := make(map[string]string, len(active))
+	for _, n := range active {
+		out[n] = activeDigest
+	}
+	if r == nil {
+		return out
+	}
+	for i := range r.Status.Steps {
+		s := &r.Status.Steps[i]
+		if s.State != v1alpha1.StepSucceeded {
+			continue
+		}
+		if s.Action == v1alpha1.ActionRemove {
+			delete(out, s.Release)
+		} else {
+			out[s.Release] = r.Spec.ToDigest
+		}
+	}
+	return out
+}
+
