@@ -66,6 +66,7 @@ generate: ## Regenerate deep-copy code and CRD YAML from shared/api
 	@cg=$$(hack/tools.sh bindir controller-gen)/controller-gen; \
 	cd shared && $$cg object:headerFile=/dev/null paths=./api/... && \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=api/crds
+	cp shared/api/crds/*.yaml deploy/charts/aicr-operator/files/crds/
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or modules are untidy

@@ -1,0 +1,143 @@
+{{/*
+Names. Every object is "<fullname>-<part>"; the release is normally "aicr-operator", so objects read
+aicr-operator-planner, aicr-operator-nats, ...
+*/}}
+{{- define "aicr.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The five binaries, in a fixed order. */}}
+{{- define "aicr.binaries" -}}planner applier readiness credrefresher admission{{- end -}}
+
+{{/* Binaries that elect a leader on a Lease named aicr-<binary> (shared/service RunLeader). */}}
+{{- define "aicr.leaderBinaries" -}}planner readiness credrefresher{{- end -}}
+
+{{- define "aicr.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: aicr-operator
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of one component: dict "root" $ "component" "planner" */}}
+{{- define "aicr.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "aicr.componentLabels" -}}
+{{ include "aicr.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* ServiceAccount name of a binary: dict "root" $ "component" "planner" */}}
+{{- define "aicr.serviceAccount" -}}
+{{- printf "%s-%s" (include "aicr.fullname" .root) .component -}}
+{{- end -}}
+
+{{/* The Kubernetes user name of a binary's ServiceAccount. */}}
+{{- define "aicr.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .root.Release.Namespace (include "aicr.serviceAccount" .) -}}
+{{- end -}}
+
+{{/* registry.auth is a mode string ("aws", "static") or a mapping with mode and repoCredsSecret. */}}
+{{- define "aicr.authMode" -}}
+{{- $a := .Values.registry.auth -}}
+{{- if kindIs "string" $a -}}{{ $a }}{{- else -}}{{ default "static" $a.mode }}{{- end -}}
+{{- end -}}
+
+{{- define "aicr.repoCredsSecret" -}}
+{{- $a := .Values.registry.auth -}}
+{{- if kindIs "string" $a -}}aicr-registry{{- else -}}{{ default "aicr-registry" $a.repoCredsSecret }}{{- end -}}
+{{- end -}}
+
+{{- define "aicr.awsRegion" -}}
+{{- $a := .Values.registry.auth -}}
+{{- if and (kindIs "map" $a) (kindIs "map" $a.aws) -}}{{ default "" $a.aws.region }}{{- end -}}
+{{- end -}}
+
+{{/* registry.repository without a scheme or trailing slash; fails when unset. */}}
+{{- define "aicr.repository" -}}
+{{- $r := required "registry.repository is required: the OCI repository (host[/path], no scheme) under which charts/* and wrappers/* live, such as registry.example.com/aicr" .Values.registry.repository -}}
+{{- trimSuffix "/" (trimPrefix "oci://" $r) -}}
+{{- end -}}
+
+{{- define "aicr.image" -}}
+{{- printf "%s/%s:%s" (trimSuffix "/" .root.Values.image.registry) .component (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- end -}}
+
+{{- define "aicr.natsName" -}}{{ include "aicr.fullname" . }}-nats{{- end -}}
+
+{{- define "aicr.natsURL" -}}
+{{- if .Values.nats.enabled -}}
+{{- printf "nats://%s.%s.svc:4222" (include "aicr.natsName" .) .Release.Namespace -}}
+{{- else -}}
+{{- required "nats.url is required when nats.enabled is false" .Values.nats.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/* JetStream replication of the operator's streams: 1, 3 or 5 (shared/service --stream-replicas). */}}
+{{- define "aicr.streamReplicas" -}}
+{{- if and .Values.nats.enabled (ge (int .Values.nats.replicas) 3) -}}{{ int .Values.nats.replicas }}{{- else -}}1{{- end -}}
+{{- end -}}
+
+{{- define "aicr.webhookService" -}}{{ include "aicr.fullname" . }}-admission{{- end -}}
+{{- define "aicr.webhookSecret" -}}{{ include "aicr.fullname" . }}-admission-tls{{- end -}}
+
+{{/* Container security context of every container: non-root, read-only, nothing extra. */}}
+{{- define "aicr.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "aicr.podScheduling" -}}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The operator's identities, comma-separated: whose writes the webhook holds to the operator rules. */}}
+{{- define "aicr.operatorIdentities" -}}
+{{- $ids := list -}}
+{{- range $b := splitList " " (include "aicr.binaries" .) -}}
+{{- $ids = append $ids (include "aicr.serviceAccountUser" (dict "root" $ "component" $b)) -}}
+{{- end -}}
+{{- join "," $ids -}}
+{{- end -}}
+
+{{/* The operator's identities as a CEL list body: 'a', 'b', ... */}}
+{{- define "aicr.operatorIdentitiesCEL" -}}
+{{- $ids := list -}}
+{{- range $b := splitList " " (include "aicr.binaries" .) -}}
+{{- $ids = append $ids (printf "'%s'" (include "aicr.serviceAccountUser" (dict "root" $ "component" $b))) -}}
+{{- end -}}
+{{- join ", " $ids -}}
+{{- end -}}
