@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
