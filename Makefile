@@ -24,6 +24,16 @@ build: ## Build every binary into bin/
 	@mkdir -p $(BIN_DIR)
 	go build -o $(BIN_DIR)/ $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
 
+.PHONY: demo
+demo: build ## The main job: the local stack rolls the example GPU-stack bundle out, live; Ctrl-C stops it
+	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
+	AICR_TOOLS_BIN=$$bin go run ./e2e/cmd/aicr-demo --bin-dir $(BIN_DIR)
+
+.PHONY: demo-check
+demo-check: build ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason
+	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
+	AICR_TOOLS_BIN=$$bin go run ./e2e/cmd/aicr-demo --bin-dir $(BIN_DIR) --check
+
 .PHONY: tools
 tools: ## Build the test and local-stack tools into the user cache (slow once, then cached)
 	hack/tools.sh ensure

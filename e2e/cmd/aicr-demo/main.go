@@ -1,0 +1,140 @@
+// Command aicr-demo is `make demo`: it starts the local stack (kube-apiserver, etcd,
+// controller-manager, scheduler, kwok, Argo CD v3.4.2, an OCI registry, embedded NATS) and the
+// five binaries as separate processes, pushes the example GPU-stack charts, applies a
+// ClusterRuntime and shows the rollout live until Ready=True/RolledOut. Then it leaves everything
+// running until Ctrl-C. With --check it exits once Ready (0) or with the blocking reason (1).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+)
+
+func main() {
+	binDir := flag.String("bin-dir", "bin", "folder holding the five binaries and kubectl-aicr (make build)")
+	check := flag.Bool("check", false, "exit once Ready (0), or with the blocking reason (1), and stop everything")
+	timeout := flag.Duration("timeout", 10*time.Minute, "how long the rollout may take before the demo gives up")
+	flag.Parse()
+	os.Exit(run(*binDir, *check, *timeout))
+}
+
+func run(binDir string, check bool, timeout time.Duration) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		return 1
+	}
+	start := time.Now()
+	fmt.Println("demo: starting the local stack (first run builds the tools; later runs take seconds)")
+	s, err := stack.Up(ctx, stack.Options{BinDir: abs, Log: os.Stdout})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		return 1
+	}
+	defer func() {
+		fmt.Println("demo: stopping everything")
+		if err := s.Down(); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: stop: %v\n", err)
+		}
+	}()
+	bundle, err := s.ExampleBundle("1.0.0")
+	if err == nil {
+		err = s.ApplyBundle(ctx, bundle)
+	}
+	spec := stack.DefaultRuntimeSpec()
+	spec.Placement = &v1alpha1.Placement{Accelerated: &v1alpha1.NodePlacement{NodeSelector: map[string]string{stack.GPUNodeLabel: "true"}}}
+	if err == nil {
+		err = s.ApplyRuntime(ctx, spec)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		return 1
+	}
+	fmt.Printf("demo: ClusterRuntime applied with bundle gpu-stack 1.0.0 (%d components); rolling out\n", len(stack.ExampleComponents()))
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := showProgress(watchCtx, s, abs)
+	rt, err := s.WaitCondition(ctx, timeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
+	stopWatch()
+	<-watchDone
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		fmt.Fprintf(os.Stderr, "demo: not ready: %v\n", err)
+		fmt.Fprintf(os.Stderr, "demo: logs are in %s/logs\n", s.Dir)
+		return 1
+	}
+	fmt.Printf("\ndemo: Ready=True/RolledOut in %s (plan %s, rollout %s)\n", time.Since(start).Round(time.Second), rt.Status.ActivePlan, rt.Status.Rollout)
+	if check {
+		return 0
+	}
+	fmt.Printf(`
+Look around (in another terminal):
+  export KUBECONFIG=%s
+  kubectl get clusterruntime cluster -o wide
+  kubectl get applications -n argocd
+  %s/kubectl-aicr describe %s
+  ls %s/logs     # every process's log
+
+Press Ctrl-C to stop everything.
+`, s.Env.Kubeconfig, abs, rt.Status.Rollout, s.Dir)
+	<-ctx.Done()
+	return 0
+}
+
+// showProgress runs the plugin's live view when it is built, else prints progress changes.
+func showProgress(ctx context.Context, s *stack.Stack, binDir string) <-chan struct{} {
+	done := make(chan struct{})
+	plugin := filepath.Join(binDir, "kubectl-aicr")
+	if _, err := os.Stat(plugin); err == nil {
+		cmd := exec.CommandContext(ctx, plugin, "status", "--watch", "--kubeconfig", s.Env.Kubeconfig, "--operator-namespace", stack.OperatorNamespace)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = 5 * time.Second
+		go func() {
+			defer close(done)
+			if err := cmd.Run(); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "demo: kubectl-aicr status --watch: %v\n", err)
+			}
+		}()
+		return done
+	}
+	go func() {
+		defer close(done)
+		last := ""
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rt, err := s.Runtime(ctx)
+			if err != nil {
+				continue
+			}
+			line := fmt.Sprintf("%s | %s", rt.Status.Progress, stack.Blocker(rt))
+			if line != last {
+				fmt.Printf("  %s %s\n", time.Now().Format("15:04:05"), line)
+				last = line
+			}
+		}
+	}()
+	return done
+}

@@ -1,0 +1,464 @@
+package stack
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/natsx"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+// Names used by the stack.
+const (
+	OperatorNamespace = "aicr-system"
+	EngineNamespace   = testenv.ArgoCDNamespace
+	Project           = "aicr"
+	RepoCredsSecret   = "aicr-registry"
+	BundleConfigMap   = "aicr-bundle"
+	// RepositoryPath is the path under the registry host where charts/ and wrappers/ live.
+	RepositoryPath = "aicr"
+	// GPUNodeLabel marks GPU nodes; the demo's accelerated placement selects it.
+	GPUNodeLabel = "nvidia.com/gpu.present"
+)
+
+// Binaries are the five services, in start order.
+var Binaries = []string{"admission", "credrefresher", "readiness", "applier", "planner"}
+
+// Options configure Up.
+type Options struct {
+	// BinDir holds the five binaries (make build puts them in bin/).
+	BinDir string
+	// Log receives progress lines; os.Stderr when nil.
+	Log io.Writer
+	// ExtraFlags are appended to a binary's flags, by binary name.
+	ExtraFlags map[string][]string
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	Env        *testenv.Env
+	Kube       kubernetes.Interface
+	Dynamic    dynamic.Interface
+	Repository string // 127.0.0.1:<port>/aicr
+	Digests    map[string]string
+	NATSURL    string
+	Dir        string
+
+	opts  Options
+	nats  *server.Server
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+	exits map[string]chan struct{}
+	log   io.Writer
+	hookPort int
+}
+
+// Up starts everything and pushes the example charts. It does not apply a ClusterRuntime.
+func Up(ctx context.Context, o Options) (s *Stack, err error) {
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	for _, b := range Binaries {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("binary %s not in %s (run make build): %w", b, o.BinDir, err)
+		}
+	}
+	start := time.Now()
+	env, err := testenv.Start(testenv.Options{Kwok: true, ArgoCD: true, Registry: true, Log: o.Log, ArgoCDAppResync: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	s = &Stack{Env: env, Dir: env.Dir, opts: o, procs: map[string]*exec.Cmd{}, exits: map[string]chan struct{}{}, log: o.Log}
+	defer func() {
+		if err != nil {
+			_ = s.Down()
+		}
+	}()
+	fmt.Fprintf(o.Log, "stack: kubernetes, kwok, Argo CD and the registry up in %s\n", time.Since(start).Round(100*time.Millisecond))
+	if s.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+		return s, err
+	}
+	if s.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
+		return s, err
+	}
+	s.Repository = env.Registry.Host + "/" + RepositoryPath
+	if err := s.pushCharts(ctx); err != nil {
+		return s, err
+	}
+	if err := s.prepareCluster(ctx); err != nil {
+		return s, err
+	}
+	s.nats, err = natsx.StartEmbedded(natsx.EmbeddedOptions{Addr: "127.0.0.1:0", StoreDir: filepath.Join(env.Dir, "nats")})
+	if err != nil {
+		return s, err
+	}
+	s.NATSURL = s.nats.ClientURL()
+	if s.hookPort, err = testenv.FreePort(); err != nil {
+		return s, err
+	}
+	if err := s.startBinaries(ctx); err != nil {
+		return s, err
+	}
+	fmt.Fprintf(o.Log, "stack: operator up in %s (nats %s)\n", time.Since(start).Round(100*time.Millisecond), s.NATSURL)
+	return s, nil
+}
+
+func (s *Stack) pushCharts(ctx context.Context) error {
+	root, err := ChartsDir()
+	if err != nil {
+		return err
+	}
+	s.Digests = map[string]string{}
+	for _, c := range ExampleComponents() {
+		ch, err := s.Env.PushChart(ctx, filepath.Join(root, c.Dir, c.Name), RepositoryPath+"/"+c.Dir)
+		if err != nil {
+			return fmt.Errorf("push chart %s: %w", c.Name, err)
+		}
+		s.Digests[c.Name] = ch.Digest
+	}
+	return nil
+}
+
+// prepareCluster creates what the Helm chart creates: the operator and component namespaces,
+// the AppProject, the repo-creds Secret (static mode), and identities for the binaries.
+func (s *Stack) prepareCluster(ctx context.Context) error {
+	nss := append([]string{OperatorNamespace}, Namespaces(ExampleComponents())...)
+	for _, ns := range nss {
+		_, err := s.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	var dests []any
+	for _, ns := range Namespaces(ExampleComponents()) {
+		dests = append(dests, map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns})
+	}
+	project := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+		"metadata": map[string]any{"name": Project, "namespace": EngineNamespace},
+		"spec": map[string]any{
+			"sourceRepos":              []any{"oci://" + s.Repository + "/charts/*", "oci://" + s.Repository + "/wrappers/*"},
+			"destinations":             dests,
+			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+		},
+	}}
+	if _, err := s.Dynamic.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}).
+		Namespace(EngineNamespace).Create(ctx, project, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create appproject: %w", err)
+	}
+	// One repository Secret per chart: the local registry is plain HTTP, which Argo CD v3.4.2
+	// honours per repository (insecureOCIForceHttp).
+	for _, c := range ExampleComponents() {
+		if err := s.Env.CreateOCIRepoSecret(ctx, "aicr-repo-"+c.Name, "oci://"+s.Repository+"/"+c.Dir+"/"+c.Name); err != nil {
+			return err
+		}
+	}
+	// kwok's node plays a GPU node, so the accelerated placement has somewhere to land.
+	if s.Env.NodeName != "" {
+		patch := []byte(`{"metadata":{"labels":{"` + GPUNodeLabel + `":"true"}}}`)
+		if _, err := s.Kube.CoreV1().Nodes().Patch(ctx, s.Env.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", s.Env.NodeName, err)
+		}
+	}
+	// The binaries run as their own service accounts (impersonated), so admission sees the
+	// operator's identities. The demo grants them cluster-admin; the chart's least-privilege
+	// RBAC is tested on its own.
+	for _, b := range Binaries {
+		name := "aicr-operator-" + b
+		if _, err := s.Kube.CoreV1().ServiceAccounts(OperatorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create service account %s: %w", name, err)
+		}
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "aicr-demo-" + b},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: OperatorNamespace}},
+		}
+		if _, err := s.Kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("bind %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Identity is the username a binary acts as.
+func Identity(binary string) string {
+	return "system:serviceaccount:" + OperatorNamespace + ":aicr-operator-" + binary
+}
+
+func (s *Stack) kubeconfigFor(binary string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(s.Env.Kubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("read kubeconfig: %w", err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = Identity(binary)
+		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated"}
+	}
+	path := filepath.Join(s.Dir, "kubeconfig-"+binary)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// Flags returns the flags a binary runs with: the same ones the Helm chart passes.
+func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, error) {
+	kc, err := s.kubeconfigFor(binary)
+	if err != nil {
+		return nil, err
+	}
+	common := []string{
+		"--nats-url=" + s.NATSURL, "--kubeconfig=" + kc, "--namespace=" + OperatorNamespace,
+		"--health-addr=127.0.0.1:" + strconv.Itoa(healthPort), "--metrics-addr=127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--log-format=json", "--log-level=info",
+	}
+	var own []string
+	switch binary {
+	case "planner":
+		own = []string{"--operator-identities=" + operatorIdentities(), "--leader-elect"}
+	case "applier":
+		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--registry-repository=" + s.Repository, "--workers=8"}
+	case "readiness":
+		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--leader-elect"}
+	case "credrefresher":
+		own = []string{"--registry-auth=static", "--registry-repository=" + s.Repository, "--engine-namespace=" + EngineNamespace, "--repo-creds-secret=" + RepoCredsSecret, "--leader-elect"}
+	case "admission":
+		certFile, keyFile, err := s.webhookCert()
+		if err != nil {
+			return nil, err
+		}
+		own = []string{"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--operator-identities=" + operatorIdentities(),
+			"--engine-namespace=" + EngineNamespace, fmt.Sprintf("--webhook-addr=127.0.0.1:%d", s.webhookPort())}
+	}
+	return append(append(common, own...), s.opts.ExtraFlags[binary]...), nil
+}
+
+func operatorIdentities() string {
+	ids := make([]string, 0, len(Binaries))
+	for _, b := range Binaries {
+		ids = append(ids, Identity(b))
+	}
+	return strings.Join(ids, ",")
+}
+
+func (s *Stack) startBinaries(ctx context.Context) error {
+	for _, b := range Binaries {
+		if err := s.StartBinary(ctx, b); err != nil {
+			return err
+		}
+	}
+	return s.registerWebhook(ctx)
+}
+
+// StartBinary starts one binary and waits until its /readyz answers 200.
+func (s *Stack) StartBinary(ctx context.Context, binary string) error {
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	args, err := s.Flags(binary, ports[0], ports[1])
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(s.Dir, "logs", binary+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(s.opts.BinDir, binary), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", binary, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	s.mu.Lock()
+	s.procs[binary], s.exits[binary] = cmd, exited
+	s.mu.Unlock()
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0])
+	err = testenv.WaitFor(ctx, 2*time.Minute, binary+" ready", func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("%s exited: see %s", binary, logPath)
+		default:
+		}
+		return httpOK(ctx, url), nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.log, "stack: %s ready (pid %d, log %s)\n", binary, cmd.Process.Pid, logPath)
+	return nil
+}
+
+// StopBinary stops one binary: SIGTERM, or SIGKILL when kill.
+func (s *Stack) StopBinary(binary string, kill bool) error {
+	s.mu.Lock()
+	cmd, exited := s.procs[binary], s.exits[binary]
+	delete(s.procs, binary)
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		return fmt.Errorf("%s did not stop within 15s of %s; killed", binary, sig)
+	}
+}
+
+// Down stops the binaries, NATS and the environment.
+func (s *Stack) Down() error {
+	var errs []error
+	for i := len(Binaries) - 1; i >= 0; i-- {
+		if err := s.StopBinary(Binaries[i], false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+		s.nats.WaitForShutdown()
+	}
+	if s.Env != nil {
+		if err := s.Env.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Stack) webhookPort() int { return s.hookPort }
+
+// webhookCert writes a CA-signed serving certificate for 127.0.0.1 (once) and returns the paths.
+func (s *Stack) webhookCert() (string, string, error) {
+	certFile, keyFile := filepath.Join(s.Dir, "webhook.crt"), filepath.Join(s.Dir, "webhook.key")
+	if _, err := os.Stat(certFile); err == nil {
+		return certFile, keyFile, nil
+	}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "aicr-webhook-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return "", "", fmt.Errorf("create webhook CA: %w", err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "aicr-admission"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return "", "", fmt.Errorf("create webhook certificate: %w", err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir, "webhook-ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, nil
+}
+
+// registerWebhook points a ValidatingWebhookConfiguration at the admission binary, as the chart
+// does: Applications in the engine namespace, the operator's resources, plan ConfigMaps.
+func (s *Stack) registerWebhook(ctx context.Context) error {
+	ca, err := os.ReadFile(filepath.Join(s.Dir, "webhook-ca.crt"))
+	if err != nil {
+		return fmt.Errorf("read webhook CA: %w", err)
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/validate", s.webhookPort())
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(5)
+	ops := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}
+	hook := func(name, group, resource string, nsSel *metav1.LabelSelector, objSel *metav1.LabelSelector) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name: name, ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: ops, Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{group}, APIVersions: []string{"v1alpha1", "v1"}, Resources: []string{resource}}}},
+			FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
+			NamespaceSelector: nsSel, ObjectSelector: objSel,
+		}
+	}
+	engineNS := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": EngineNamespace}}
+	operatorNS := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": OperatorNamespace}}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "aicr-operator"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			hook("applications.operator.aicr.run", "argoproj.io", "applications", engineNS, nil),
+			hook("runtimerollouts.operator.aicr.run", v1alpha1.Group, "runtimerollouts", nil, nil),
+			hook("clusterruntimes.operator.aicr.run", v1alpha1.Group, "clusterruntimes", nil, nil),
+			hook("plans.operator.aicr.run", "", "configmaps", operatorNS,
+				&metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelRole: v1alpha1.PlanRoleValue}}),
+		},
+	}
+	_, err = s.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register webhook: %w", err)
+	}
+	return nil
+}
+
+func freePorts(n int) ([]int, error) {
+	out := make([]int, 0, n)
+	for range n {
+		p, err := testenv.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
