@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/aicr-run/aicr-operator/planner/internal/controller"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 	"github.com/aicr-run/aicr-operator/shared/service"
@@ -20,19 +23,67 @@ import (
 // consumer and leader-election lock.
 const Name = "planner"
 
+// Binaries whose service accounts are the operator's own identities by default.
+var operatorBinaries = []string{"planner", "applier", "readiness", "credrefresher", "admission"}
+
+// DispatchWorkers is how many bus messages the planner handles at once; one runtime's messages
+// are still handled one at a time (the controller locks per runtime).
+const DispatchWorkers = 4
+
 // Options are the planner's flags.
 type Options struct {
 	service.Options
+	// EngineNamespace is --engine-namespace: Argo CD's namespace (no component may use it).
+	EngineNamespace string
+	// OperatorIdentities is --operator-identities: user names of the operator itself; an
+	// approval set by one of them is ignored.
+	OperatorIdentities string
+	// Workers is --workers: runtimes reconciled at once.
+	Workers int
 }
 
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
+	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace")
+	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
+		"comma-separated user names of the operator itself, whose approvals are ignored (default: the service accounts aicr-<binary> of the five binaries in --namespace, and aicr-operator)")
+	fs.IntVar(&o.Workers, "workers", 2, "runtimes reconciled at once")
 }
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	return o.Options.Validate()
+	var errs []string
+	if err := o.Options.Validate(); err != nil {
+		errs = append(errs, strings.TrimPrefix(err.Error(), "invalid flags: "))
+	}
+	if e := validation.IsDNS1123Label(o.EngineNamespace); len(e) > 0 {
+		errs = append(errs, fmt.Sprintf("--engine-namespace %q: a namespace name (DNS-1123 label) is required", o.EngineNamespace))
+	}
+	if o.Workers < 1 || o.Workers > 64 {
+		errs = append(errs, fmt.Sprintf("--workers %d: use 1 to 64", o.Workers))
+	}
+	for _, id := range o.Identities() {
+		if strings.TrimSpace(id) != id || id == "" {
+			errs = append(errs, fmt.Sprintf("--operator-identities: %q is not a user name (no empty entries or spaces)", id))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid flags: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Identities returns the operator's own identities.
+func (o *Options) Identities() []string {
+	if o.OperatorIdentities != "" {
+		return strings.Split(o.OperatorIdentities, ",")
+	}
+	ids := []string{"aicr-operator"}
+	for _, b := range operatorBinaries {
+		ids = append(ids, fmt.Sprintf("system:serviceaccount:%s:aicr-%s", o.Namespace, b))
+	}
+	return ids
 }
 
 // Main parses args, runs the binary and returns the exit code.
@@ -55,7 +106,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
-// Run runs the planner until ctx ends.
+// Run runs the planner until ctx ends. While it leads (or at once without --leader-elect) it
+// waits for JetStream, then runs the controller and the event consumer side by side.
 func Run(ctx context.Context, o Options) error {
 	base, err := service.Start(Name, o.Options, true, os.Stderr)
 	if err != nil {
@@ -63,6 +115,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer base.Close()
 	ctx = logging.Into(ctx, base.Log)
+	kube, err := controller.NewKube(base.Kube, base.KubeClient)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	if _, _, err := base.Serve(gctx, g); err != nil {
 		return err
@@ -73,8 +129,17 @@ func Run(ctx context.Context, o Options) error {
 			if err != nil {
 				return err
 			}
-			d := &bus.Dispatcher{Consumer: cons, Routes: bus.Routes{}, Metrics: bus.NewMetrics(base.Registry, Name)}
-			return d.Run(lctx)
+			ctrl := controller.New(controller.Config{
+				Name: Name, Namespace: o.Namespace, EngineNamespace: o.EngineNamespace,
+				Identities: o.Identities(), Workers: o.Workers,
+			}, kube, bus.NewPublisher(base.JS, Name))
+			lg, lgctx := errgroup.WithContext(lctx)
+			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
+			lg.Go(func() error {
+				d := &bus.Dispatcher{Consumer: cons, Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: bus.NewMetrics(base.Registry, Name)}
+				return d.Run(lgctx)
+			})
+			return lg.Wait()
 		})
 	})
 	base.Log.Info().Msg("started")

@@ -1,0 +1,241 @@
+// Package controller is the planner's reconcile loop: informers on ClusterRuntimes,
+// RuntimeRollouts and ConfigMaps feed a work queue keyed by runtime; NATS events (verdicts,
+// apply results, drift, engine and credentials news) are handled at once. Both take the
+// runtime's lock, so one runtime's state is changed by one goroutine at a time; every write
+// re-reads and re-applies on a conflict. The decisions themselves live in package rollout and
+// package status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+)
+
+// Publisher publishes one message (bus.Publisher).
+type Publisher interface {
+	Publish(ctx context.Context, subject, id string, m bus.Envelope) error
+}
+
+// Config tunes the controller.
+type Config struct {
+	// Name is the binary's name (Event source).
+	Name string
+	// Namespace is the operator namespace: plans and Events live there.
+	Namespace string
+	// EngineNamespace is Argo CD's namespace (no component may be installed there).
+	EngineNamespace string
+	// Identities are the operator's own user names: approvals by them are ignored.
+	Identities []string
+	// Clock is the planner's clock.
+	Clock clock.WithTicker
+	// Workers is how many runtimes are reconciled at once (1 when zero).
+	Workers int
+	// Resync is the informers' resync period (10 minutes when zero).
+	Resync time.Duration
+}
+
+// Controller makes the planner's decisions for every ClusterRuntime.
+type Controller struct {
+	cfg   Config
+	store Store
+	pub   Publisher
+	queue workqueue.TypedRateLimitingInterface[string]
+	locks keyedLocks
+
+	mu        sync.Mutex
+	plans     map[string]*plan.Plan // by digest: plans are immutable
+	resolved  map[string]resolution // by runtime
+	published map[string]bool       // message IDs published by this process
+	engine    *bus.EngineStatus
+	creds     *bus.CredentialsStatus
+	names     func() []string // runtime names known to the informer
+}
+
+type resolution struct {
+	key    string
+	plan   *plan.Plan
+	reason string
+	msg    string
+}
+
+// New returns a controller. Call Run to start its informers and workers, and hand Routes to
+// the bus dispatcher.
+func New(cfg Config, store Store, pub Publisher) *Controller {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = 10 * time.Minute
+	}
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name, Clock: cfg.Clock},
+	)
+	return &Controller{
+		cfg: cfg, store: store, pub: pub, queue: q,
+		plans: map[string]*plan.Plan{}, resolved: map[string]resolution{}, published: map[string]bool{},
+		names: func() []string { return []string{v1alpha1.RuntimeName} },
+	}
+}
+
+// Routes are the planner's bus handlers.
+func (c *Controller) Routes() bus.Routes {
+	return bus.Routes{
+		bus.TypeReleaseVerdict:    c.handleVerdict,
+		bus.TypeApplyResult:       c.handleResult,
+		bus.TypeDriftReport:       c.handleDrift,
+		bus.TypeEngineStatus:      c.handleEngine,
+		bus.TypeCredentialsStatus: c.handleCredentials,
+	}
+}
+
+// Run starts the informers (ClusterRuntimes, RuntimeRollouts, ConfigMaps in the operator
+// namespace), waits for their caches, and reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interface) error {
+	log := logging.From(ctx)
+	runtimes := cache.NewSharedIndexInformer(kube.ListWatch(resRuntimes), &v1alpha1.ClusterRuntime{}, c.cfg.Resync, cache.Indexers{})
+	rollouts := cache.NewSharedIndexInformer(kube.ListWatch(resRollouts), &v1alpha1.RuntimeRollout{}, c.cfg.Resync, cache.Indexers{})
+	factory := informers.NewSharedInformerFactoryWithOptions(core, c.cfg.Resync, informers.WithNamespace(c.cfg.Namespace))
+	cms := factory.Core().V1().ConfigMaps().Informer()
+
+	c.names = func() []string { return runtimes.GetStore().ListKeys() }
+	enqueueRuntime := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandlerFuncs
+	}{
+		{runtimes, cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueueRuntime, UpdateFunc: func(_, o any) { enqueueRuntime(o) }, DeleteFunc: enqueueRuntime,
+		}},
+		{rollouts, cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueueRollout, UpdateFunc: func(_, o any) { c.enqueueRollout(o) }, DeleteFunc: c.enqueueRollout,
+		}},
+		{cms, cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueueConfigMap, UpdateFunc: func(_, o any) { c.enqueueConfigMap(o) }, DeleteFunc: c.enqueueConfigMap,
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return fmt.Errorf("add event handler: %w", err)
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer c.queue.ShutDown()
+	for _, inf := range []cache.SharedIndexInformer{runtimes, rollouts, cms} {
+		wg.Add(1)
+		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), runtimes.HasSynced, rollouts.HasSynced, cms.HasSynced) {
+		return ctx.Err()
+	}
+	log.Info().Msg("caches synced")
+	for range c.cfg.Workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.work(ctx) }()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (c *Controller) enqueueRollout(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if r, ok := obj.(*v1alpha1.RuntimeRollout); ok && r.Spec.Runtime != "" {
+		c.queue.Add(r.Spec.Runtime)
+	}
+}
+
+// enqueueConfigMap reacts to plan and bundle ConfigMaps in the operator namespace: a bundle
+// edit or a lost plan concerns every runtime (there is one, named cluster).
+func (c *Controller) enqueueConfigMap(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		c.enqueueAll()
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	for _, n := range c.names() {
+		c.queue.Add(n)
+	}
+}
+
+func (c *Controller) work(ctx context.Context) {
+	for {
+		name, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		err := c.Sync(ctx, name)
+		switch {
+		case err == nil:
+			c.queue.Forget(name)
+		case ctx.Err() != nil:
+		default:
+			logging.From(ctx).Warn().Err(err).Str(logging.KeyRuntime, name).Msg("reconcile runtime, will retry")
+			c.queue.AddRateLimited(name)
+		}
+		c.queue.Done(name)
+	}
+}
+
+// keyedLocks is one mutex per runtime.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (k *keyedLocks) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*sync.Mutex{}
+	}
+	l, ok := k.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		k.locks[key] = l
+	}
+	k.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// retryConflict runs fn until it does not return a conflict (at most 10 times).
+func retryConflict(fn func() error) error {
+	var err error
+	for range 10 {
+		if err = fn(); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+var errNotFound = errors.New("not found")

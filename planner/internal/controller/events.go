@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+)
+
+const (
+	corev1Normal  = corev1.EventTypeNormal
+	corev1Warning = corev1.EventTypeWarning
+	// eventTimeout bounds one Event write: Events are news, never worth blocking a decision.
+	eventTimeout = 5 * time.Second
+)
+
+// event records a core/v1 Event on the ClusterRuntime, in the operator namespace (the
+// runtime is cluster-scoped and the planner may write Events only there). A failure is logged
+// and otherwise ignored.
+func (c *Controller) event(ctx context.Context, rt *v1alpha1.ClusterRuntime, typ, reason, msg string) {
+	if len(msg) > 1024 {
+		msg = msg[:1021] + "..."
+	}
+	now := metav1.NewTime(c.cfg.Clock.Now())
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: rt.Name + ".", Namespace: c.cfg.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "ClusterRuntime",
+			Name: rt.Name, UID: rt.UID, ResourceVersion: rt.ResourceVersion,
+		},
+		Reason: reason, Message: msg, Type: typ,
+		Source:         corev1.EventSource{Component: nonEmpty(c.cfg.Name, "planner")},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "aicr.run/" + nonEmpty(c.cfg.Name, "planner"),
+		ReportingInstance:   nonEmpty(c.cfg.Name, "planner"),
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
+	defer cancel()
+	if err := c.store.CreateEvent(ctx, ev); err != nil {
+		logging.From(ctx).Warn().Err(err).Str(logging.KeyReason, reason).Msg("record event")
+	}
+}

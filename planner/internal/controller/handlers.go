@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	kerrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+)
+
+// handleVerdict takes readiness's verdict: a ready verdict for the step in flight finishes it
+// and, in the same handling, starts every step it unblocked.
+func (c *Controller) handleVerdict(ctx context.Context, m *bus.Message) error {
+	var v bus.ReleaseVerdict
+	if err := m.Decode(&v); err != nil {
+		return err
+	}
+	name, _, ok := rollout.ParseStepID(v.StepID)
+	if !ok {
+		return nil // a repair's verdict: nothing waits for it
+	}
+	now := c.cfg.Clock.Now()
+	return c.onRollout(ctx, v.Runtime, name, func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
+		rollout.ObserveVerdict(r, &v, now)
+	})
+}
+
+// handleResult takes the applier's answer to a command.
+func (c *Controller) handleResult(ctx context.Context, m *bus.Message) error {
+	var res bus.ApplyResult
+	if err := m.Decode(&res); err != nil {
+		return err
+	}
+	name, _, ok := rollout.ParseStepID(res.Step.ID)
+	if !ok {
+		if res.Outcome == bus.OutcomeForeign || res.Outcome == bus.OutcomeBlocked || res.Outcome == bus.OutcomeFailed {
+			c.repairRefused(ctx, &res)
+		}
+		return nil
+	}
+	now := c.cfg.Clock.Now()
+	return c.onRollout(ctx, res.Runtime, name, func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
+		rollout.ObserveResult(r, &res, rt.Spec.Validation.Deployment == v1alpha1.ValidationDisabled, now)
+	})
+}
+
+func (c *Controller) repairRefused(ctx context.Context, res *bus.ApplyResult) {
+	unlock := c.locks.lock(res.Runtime)
+	defer unlock()
+	rt, err := c.store.GetRuntime(ctx, res.Runtime)
+	if err != nil {
+		return
+	}
+	c.event(ctx, rt, corev1Warning, nonEmpty(res.Reason, res.Outcome), fmt.Sprintf("repair of %s refused (%s): %s", res.Release, res.Outcome, res.Message))
+}
+
+// onRollout runs observe on a rollout of runtime under the runtime's lock, advances it,
+// publishes what started, and queues the runtime for a status update.
+func (c *Controller) onRollout(ctx context.Context, runtime, name string, observe func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout)) error {
+	unlock := c.locks.lock(runtime)
+	defer unlock()
+	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, runtime).Str(logging.KeyRollout, name).Logger())
+	rt, err := c.store.GetRuntime(ctx, runtime)
+	if kerrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get runtime %s: %w", runtime, err)
+	}
+	r, err := c.store.GetRollout(ctx, name)
+	if kerrors.IsNotFound(err) {
+		return nil // deleted: nothing to record
+	}
+	if err != nil {
+		return fmt.Errorf("get rollout %s: %w", name, err)
+	}
+	if r.Spec.Runtime != runtime || rollout.Terminal(r.Status.Phase) || r.Status.Phase == "" {
+		return nil
+	}
+	if _, _, err := c.advance(ctx, rt, name, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {
+		return err
+	}
+	c.queue.Add(runtime)
+	return nil
+}
+
+// handleDrift takes readiness's drift news. With no rollout in flight the fields are forced
+// back at once (FieldOwnershipOverridden); during a rollout, rollout.ObserveDrift decides.
+func (c *Controller) handleDrift(ctx context.Context, m *bus.Message) error {
+	var d bus.DriftReport
+	if err := m.Decode(&d); err != nil {
+		return err
+	}
+	unlock := c.locks.lock(d.Runtime)
+	defer unlock()
+	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, d.Runtime).Str(logging.KeyRelease, d.Release).Logger())
+	rt, err := c.store.GetRuntime(ctx, d.Runtime)
+	if kerrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get runtime %s: %w", d.Runtime, err)
+	}
+	if rt.DeletionTimestamp != nil {
+		return nil // the stack is being removed or left: nothing to repair
+	}
+	if rt.Spec.SuspendEngine {
+		d.Kinds = slices.DeleteFunc(slices.Clone(d.Kinds), func(k string) bool { return k == bus.DriftAutoSyncDisabled })
+	}
+	tag := d.ResourceVersion
+	if tag == "" {
+		sum := sha256.Sum256([]byte(m.ID))
+		tag = hex.EncodeToString(sum[:6])
+	}
+	rollouts, err := c.store.ListRollouts(ctx, d.Runtime)
+	if err != nil {
+		return fmt.Errorf("list rollouts of %s: %w", d.Runtime, err)
+	}
+	var inflight *v1alpha1.RuntimeRollout
+	for i := range rollouts {
+		if !rollout.Terminal(rollouts[i].Status.Phase) && rollouts[i].Status.Phase != "" && rollouts[i].Spec.RuntimeUID == string(rt.UID) {
+			inflight = &rollouts[i]
+			break
+		}
+	}
+	if inflight == nil {
+		if len(d.Kinds) == 0 || rt.Status.ActivePlan == "" {
+			return nil
+		}
+		p, err := c.loadPlan(ctx, rt.Status.ActivePlan)
+		if err != nil {
+			return err
+		}
+		if _, ok := p.Release(d.Release); !ok {
+			return nil // not part of the stack any more
+		}
+		return c.repair(ctx, rt, &d, rt.Status.ActivePlan, tag)
+	}
+	var dec rollout.DriftDecision
+	now := c.cfg.Clock.Now()
+	r, _, err := c.advance(ctx, rt, inflight.Name, func(r *v1alpha1.RuntimeRollout) {
+		dec = rollout.ObserveDrift(r, &d, now)
+	})
+	if err != nil {
+		return err
+	}
+	switch dec.Action {
+	case rollout.DriftRepair:
+		if dec.RepairDigest != "" {
+			return c.repair(ctx, rt, &d, dec.RepairDigest, tag)
+		}
+	case rollout.DriftRepublish:
+		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) {
+			if err := c.publishStep(ctx, rt, r, s, "drift-"+tag, true); err != nil {
+				return err
+			}
+			c.event(ctx, rt, corev1Normal, v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds))
+		}
+	}
+	c.queue.Add(d.Runtime)
+	return nil
+}
+
+// repair forces a release's Application back to the plan it was written from.
+func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d *bus.DriftReport, digest, tag string) error {
+	stepID := repairID(digest, tag)
+	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), stepID+"/"+d.Release, &bus.ApplyCommand{
+		Runtime: rt.Name, RuntimeUID: string(rt.UID), Step: bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
+		Release: d.Release, Action: v1alpha1.ActionApply, PlanDigest: digest, SuspendEngine: rt.Spec.SuspendEngine,
+		EnginePolicy: v1alpha1.EnginePolicyArgoCDV2, Force: true,
+	})
+	if err != nil {
+		return err
+	}
+	if fresh {
+		reason, msg := v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("Application %s was edited (%v; fields %v; managers %v); its fields are forced back", d.Release, d.Kinds, d.Fields, d.Managers)
+		if slices.Contains(d.Kinds, bus.DriftDeleted) {
+			reason, msg = "ApplicationRewritten", fmt.Sprintf("Application %s was deleted outside a Remove step; it is written again (its resources were kept)", d.Release)
+		}
+		c.event(ctx, rt, corev1Warning, reason, msg)
+		logging.From(ctx).Info().Str(logging.KeyStep, stepID).Strs("kinds", d.Kinds).Msg("drift forced back")
+	}
+	return nil
+}
+
+// handleEngine takes readiness's news on Argo CD and re-evaluates every runtime.
+func (c *Controller) handleEngine(ctx context.Context, m *bus.Message) error {
+	var e bus.EngineStatus
+	if err := m.Decode(&e); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.engine = &e
+	c.mu.Unlock()
+	c.enqueueAll()
+	return nil
+}
+
+// handleCredentials takes the credential refresher's news and re-evaluates every runtime.
+func (c *Controller) handleCredentials(ctx context.Context, m *bus.Message) error {
+	var cs bus.CredentialsStatus
+	if err := m.Decode(&cs); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.creds = &cs
+	c.mu.Unlock()
+	c.enqueueAll()
+	return nil
+}
