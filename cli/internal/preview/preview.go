@@ -78,9 +78,6 @@ func Run(o Options) (*Result, error) {
 	if from != nil {
 		res.FromDigest = from.Digest()
 	}
-	for i := range res.Steps { // a preview has no state yet
-		res.Steps[i].State = ""
-	}
 	if o.Applications {
 		if err := o.Settings.Validate(); err != nil {
 			return nil, fmt.Errorf("render applications: %w", err)
