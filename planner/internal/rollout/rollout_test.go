@@ -1,0 +1,502 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+)
+
+// drive feeds a ready verdict for each started step, first in first out, and records the order
+// in which steps started. It stops when nothing is in flight.
+func drive(t *testing.T, r *v1alpha1.RuntimeRollout, e Env) [][]string {
+	t.Helper()
+	var waves [][]string
+	res := Advance(r, e)
+	queue := res.Started
+	waves = append(waves, started(r, res.Started))
+	for len(queue) > 0 {
+		// finish everything in flight in this wave, then advance once: a DAG level.
+		wave := queue
+		queue = nil
+		var next []Start
+		for _, s := range wave {
+			if !ObserveVerdict(r, ready(r, s.Index), e.Now) {
+				t.Fatalf("ready verdict for step %d changed nothing", s.Index)
+			}
+			next = append(next, Advance(r, e).Started...)
+		}
+		if len(next) > 0 {
+			waves = append(waves, started(r, next))
+		}
+		queue = next
+	}
+	return waves
+}
+
+func TestAdvanceOrdersStepsByDependencies(t *testing.T) {
+	tests := map[string]struct {
+		parallelism int
+		want        [][]string
+	}{
+		"parallelism 1 runs step n/N in dependency order": {
+			parallelism: 1,
+			want: [][]string{
+				{"cert-manager(Install)"}, {"nfd(Install)"}, {"prometheus(Install)"}, {"gpu-operator(Install)"},
+				{"network-operator(Install)"}, {"gpu-gate(Install)"},
+			},
+		},
+		"parallelism 4 starts every step of a DAG level together": {
+			parallelism: 4,
+			want: [][]string{
+				{"cert-manager(Install)"},
+				{"nfd(Install)", "prometheus(Install)"},
+				{"network-operator(Install)", "gpu-operator(Install)"},
+				{"gpu-gate(Install)"},
+			},
+		},
+		"parallelism 2 caps a wide level": {
+			parallelism: 2,
+			want: [][]string{
+				{"cert-manager(Install)"},
+				{"nfd(Install)", "prometheus(Install)"},
+				{"network-operator(Install)", "gpu-operator(Install)"},
+				{"gpu-gate(Install)"},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRollout(t, nil, mkPlan(t, diamond(nil)...), plan.StepOptions{})
+			e := env(t0)
+			e.Parallelism = tc.parallelism
+			got := drive(t, r, e)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("start order (-want +got):\n%s", diff)
+			}
+			Advance(r, e)
+			if r.Status.Phase != v1alpha1.PhaseSucceeded || r.Status.Outcome != v1alpha1.OutcomeSucceeded {
+				t.Errorf("phase %s outcome %s, want Succeeded", r.Status.Phase, r.Status.Outcome)
+			}
+		})
+	}
+}
+
+func TestAdvanceNeverExceedsParallelism(t *testing.T) {
+	// Ten independent releases, parallelism 3.
+	var comps []comp
+	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+		comps = append(comps, comp{name: n})
+	}
+	r := newRollout(t, nil, mkPlan(t, comps...), plan.StepOptions{})
+	e := env(t0)
+	e.Parallelism = 3
+	res := Advance(r, e)
+	if len(res.Started) != 3 {
+		t.Fatalf("started %d steps, want 3", len(res.Started))
+	}
+	if again := Advance(r, e); len(again.Started) != 0 {
+		t.Fatalf("a second Advance started %v, want nothing (idempotent)", started(r, again.Started))
+	}
+	ObserveVerdict(r, ready(r, res.Started[0].Index), t0)
+	if next := Advance(r, e); len(next.Started) != 1 {
+		t.Fatalf("after one ready verdict started %d, want 1", len(next.Started))
+	}
+}
+
+func TestRemoveStepsRunInReverseDependencyOrderWithApproval(t *testing.T) {
+	from := mkPlan(t, diamond(nil)...)
+	// nfd, network-operator and gpu-operator and the gate leave; prometheus is upgraded.
+	to := mkPlan(t, comp{name: "cert-manager"}, comp{name: "prometheus", ver: 1, deps: []string{"cert-manager"}})
+	r := newRollout(t, from, to, plan.StepOptions{})
+	var got []string
+	for _, s := range r.Status.Steps {
+		got = append(got, s.Release+"("+string(s.Action)+")")
+	}
+	want := []string{"prometheus(Upgrade)", "gpu-gate(Remove)", "network-operator(Remove)", "gpu-operator(Remove)", "nfd(Remove)"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("steps (-want +got):\n%s", diff)
+	}
+	e := env(t0)
+	e.Parallelism = 8
+	res := Advance(r, e)
+	if diff := cmp.Diff([]string{"prometheus(Upgrade)"}, started(r, res.Started)); diff != "" {
+		t.Fatalf("first start (-want +got):\n%s", diff)
+	}
+	ObserveVerdict(r, ready(r, 1), t0)
+	Advance(r, e)
+	if r.Status.Phase != v1alpha1.PhaseAwaitingApproval {
+		t.Fatalf("phase %s, want AwaitingApproval (%s)", r.Status.Phase, states(r))
+	}
+	if reason, _, ok := StallReason(r); !ok || reason != v1alpha1.ReasonAwaitingApproval {
+		t.Fatalf("stalled reason %q, want AwaitingApproval", reason)
+	}
+	approve(r, "alice@example.com", nil)
+	res = Advance(r, e)
+	// gpu-gate and network-operator depend on nothing removed after them; gpu-operator waits
+	// for the gate, nfd for everyone that depended on it.
+	if diff := cmp.Diff([]string{"gpu-gate(Remove)", "network-operator(Remove)"}, started(r, res.Started)); diff != "" {
+		t.Fatalf("first removals (-want +got):\n%s", diff)
+	}
+	ObserveResult(r, result(r, 2, bus.OutcomeRemoved), false, t0)
+	if diff := cmp.Diff([]string{"gpu-operator(Remove)"}, started(r, Advance(r, e).Started)); diff != "" {
+		t.Fatalf("after the gate (-want +got):\n%s", diff)
+	}
+	ObserveResult(r, result(r, 3, bus.OutcomeRemoved), false, t0)
+	ObserveResult(r, result(r, 4, bus.OutcomeRemoved), false, t0)
+	if diff := cmp.Diff([]string{"nfd(Remove)"}, started(r, Advance(r, e).Started)); diff != "" {
+		t.Fatalf("last removal (-want +got):\n%s", diff)
+	}
+	ObserveResult(r, result(r, 5, bus.OutcomeRemoved), false, t0)
+	if Advance(r, e); r.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("phase %s, want Succeeded (%s)", r.Status.Phase, states(r))
+	}
+}
+
+func TestApprovals(t *testing.T) {
+	self := "system:serviceaccount:aicr-system:aicr-planner"
+	later, earlier := t0.Add(time.Hour), t0.Add(-time.Minute)
+	tests := map[string]struct {
+		approve func(r *v1alpha1.RuntimeRollout)
+		now     time.Time
+		want    ApprovalState
+		phase   v1alpha1.RolloutPhase
+	}{
+		"missing approval waits": {
+			approve: func(*v1alpha1.RuntimeRollout) {}, now: t0, want: ApprovalMissing, phase: v1alpha1.PhaseAwaitingApproval,
+		},
+		"a person's approval starts the removal": {
+			approve: func(r *v1alpha1.RuntimeRollout) { approve(r, "alice", &later) }, now: t0, want: ApprovalValid, phase: v1alpha1.PhaseProgressing,
+		},
+		"an expired approval waits": {
+			approve: func(r *v1alpha1.RuntimeRollout) { approve(r, "alice", &earlier) }, now: t0, want: ApprovalExpired, phase: v1alpha1.PhaseAwaitingApproval,
+		},
+		"without an expiry the deadline ends the approval": {
+			approve: func(r *v1alpha1.RuntimeRollout) { approve(r, "alice", nil) }, now: t0.Add(DefaultDeadline - time.Second), want: ApprovalValid, phase: v1alpha1.PhaseProgressing,
+		},
+		"the operator's own approval is ignored": {
+			approve: func(r *v1alpha1.RuntimeRollout) { approve(r, self, nil) }, now: t0, want: ApprovalMissing, phase: v1alpha1.PhaseAwaitingApproval,
+		},
+		"a revoked approval ends the rollout": {
+			approve: func(r *v1alpha1.RuntimeRollout) {
+				approve(r, "alice", nil)
+				r.Spec.Approval.Revoked = &v1alpha1.Revocation{RevokedBy: "bob", Reason: "wrong cluster"}
+			},
+			now: t0, want: ApprovalRevoked, phase: v1alpha1.PhaseRevoked,
+		},
+		"the operator's revocation of its own approval changes nothing": {
+			approve: func(r *v1alpha1.RuntimeRollout) {
+				approve(r, self, nil)
+				r.Spec.Approval.Revoked = &v1alpha1.Revocation{RevokedBy: self, Reason: "x"}
+			},
+			now: t0, want: ApprovalMissing, phase: v1alpha1.PhaseAwaitingApproval,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			from := mkPlan(t, comp{name: "a"}, comp{name: "b"})
+			to := mkPlan(t, comp{name: "a"})
+			r := newRollout(t, from, to, plan.StepOptions{})
+			tc.approve(r)
+			if got := EvaluateApproval(r, []string{self}, tc.now).State; got != tc.want {
+				t.Errorf("approval state %d, want %d", got, tc.want)
+			}
+			Advance(r, env(tc.now))
+			if r.Status.Phase != tc.phase {
+				t.Errorf("phase %s, want %s (%s)", r.Status.Phase, tc.phase, r.Status.Message)
+			}
+			if tc.phase == v1alpha1.PhaseRevoked && r.Status.Outcome != v1alpha1.OutcomeRevoked {
+				t.Errorf("outcome %q, want %s", r.Status.Outcome, v1alpha1.OutcomeRevoked)
+			}
+		})
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	tests := map[string]struct {
+		setup   func(r *v1alpha1.RuntimeRollout)
+		at      time.Duration
+		phase   v1alpha1.RolloutPhase
+		outcome string
+	}{
+		"a step within its action timeout keeps waiting": {
+			at: DefaultActionTimeout - time.Second, phase: v1alpha1.PhaseProgressing,
+		},
+		"a step past its action timeout fails the rollout": {
+			at: DefaultActionTimeout, phase: v1alpha1.PhaseFailed, outcome: v1alpha1.OutcomeFailed,
+		},
+		"a rollout past its deadline expires": {
+			setup: func(r *v1alpha1.RuntimeRollout) { d := metav1.NewTime(t0.Add(time.Minute)); r.Spec.Deadline = &d },
+			at:    time.Minute, phase: v1alpha1.PhaseExpired, outcome: v1alpha1.OutcomeExpired,
+		},
+		"a spec-drifted step fails at its action timeout": {
+			setup: func(r *v1alpha1.RuntimeRollout) {
+				ObserveDrift(r, &bus.DriftReport{Release: "a", Kinds: []string{bus.DriftValues}}, t0)
+			},
+			at: DefaultActionTimeout, phase: v1alpha1.PhaseFailed, outcome: v1alpha1.OutcomeFailed,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+			res := Advance(r, env(t0))
+			if len(res.Started) != 1 || !res.Wake.Equal(t0.Add(DefaultActionTimeout)) {
+				t.Fatalf("started %v, wake %s; want one step and a wake at the action timeout", res.Started, res.Wake)
+			}
+			if tc.setup != nil {
+				tc.setup(r)
+			}
+			Advance(r, env(t0.Add(tc.at)))
+			if r.Status.Phase != tc.phase || r.Status.Outcome != tc.outcome {
+				t.Errorf("phase %s outcome %q, want %s %q (%s)", r.Status.Phase, r.Status.Outcome, tc.phase, tc.outcome, r.Status.Message)
+			}
+			if tc.outcome != "" {
+				if reason, _, _ := StallReason(r); reason != tc.outcome {
+					t.Errorf("stalled reason %q, want %s", reason, tc.outcome)
+				}
+				if s := Step(r, 1); s.State != v1alpha1.StepFailed {
+					t.Errorf("in-flight step state %s, want Failed (nothing is rolled back)", s.State)
+				}
+				if s := Step(r, 2); s.State != v1alpha1.StepPending {
+					t.Errorf("later step state %s, want Pending", s.State)
+				}
+			}
+		})
+	}
+}
+
+func TestObserveResult(t *testing.T) {
+	tests := map[string]struct {
+		outcome    string
+		validation bool
+		state      v1alpha1.StepState
+		reason     string
+		phase      v1alpha1.RolloutPhase
+	}{
+		"Foreign blocks the step and stalls the rollout": {
+			outcome: bus.OutcomeForeign, state: v1alpha1.StepBlocked, reason: v1alpha1.ReasonForeignObject, phase: v1alpha1.PhaseStalled,
+		},
+		"Blocked by a finalizer stalls with a message": {
+			outcome: bus.OutcomeBlocked, state: v1alpha1.StepBlocked, reason: v1alpha1.ReasonTransitionBlocked, phase: v1alpha1.PhaseStalled,
+		},
+		"Failed fails the step and the rollout": {
+			outcome: bus.OutcomeFailed, state: v1alpha1.StepFailed, reason: v1alpha1.ReasonRolloutFailed, phase: v1alpha1.PhaseFailed,
+		},
+		"Written waits for readiness": {
+			outcome: bus.OutcomeWritten, state: v1alpha1.StepInProgress, phase: v1alpha1.PhaseProgressing,
+		},
+		"Written is done with validation disabled": {
+			outcome: bus.OutcomeRefreshed, validation: true, state: v1alpha1.StepSucceeded, reason: v1alpha1.ReasonValidationDisabled, phase: v1alpha1.PhaseProgressing,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+			e := env(t0)
+			e.ValidationDisabled = tc.validation
+			Advance(r, e)
+			if !ObserveResult(r, result(r, 1, tc.outcome), tc.validation, t0) {
+				t.Fatalf("result changed nothing")
+			}
+			res := Advance(r, e)
+			s := Step(r, 1)
+			if s.State != tc.state || s.Reason != tc.reason || r.Status.Phase != tc.phase {
+				t.Errorf("step %s/%s, phase %s; want %s/%s, %s (%s)", s.State, s.Reason, r.Status.Phase, tc.state, tc.reason, tc.phase, s.Message)
+			}
+			if tc.state == v1alpha1.StepBlocked && len(res.Started) != 0 {
+				t.Errorf("a stalled rollout started %v", res.Started)
+			}
+			if tc.validation && len(res.Started) != 1 {
+				t.Errorf("with validation disabled the next step did not start at once")
+			}
+		})
+	}
+}
+
+func TestBlockedStepRetriesAndResumes(t *testing.T) {
+	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+	Advance(r, env(t0))
+	ObserveResult(r, result(r, 1, bus.OutcomeForeign), false, t0)
+	res := Advance(r, env(t0))
+	if want := t0.Add(BlockedRetryInterval); !res.Wake.Equal(want) {
+		t.Errorf("wake %s, want the retry at %s", res.Wake, want)
+	}
+	out := Outstanding(r, t0.Add(BlockedRetryInterval+time.Second))
+	if diff := cmp.Diff([]Start{{Index: 1, Attempt: "2"}}, out); diff != "" {
+		t.Errorf("retry (-want +got):\n%s", diff)
+	}
+	ObserveResult(r, result(r, 1, bus.OutcomeWritten), false, t0.Add(BlockedRetryInterval))
+	Advance(r, env(t0.Add(BlockedRetryInterval)))
+	if s := Step(r, 1); s.State != v1alpha1.StepInProgress || r.Status.Phase != v1alpha1.PhaseProgressing {
+		t.Errorf("step %s, phase %s; want InProgress, Progressing", s.State, r.Status.Phase)
+	}
+}
+
+func TestVerdictForAnotherStepIsIgnored(t *testing.T) {
+	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+	Advance(r, env(t0))
+	stale := ready(r, 1)
+	stale.StepID = "r-other-none/1"
+	if ObserveVerdict(r, stale, t0) {
+		t.Fatalf("a verdict for another rollout's step changed the status")
+	}
+	notReady := ready(r, 1)
+	notReady.Ready = false
+	notReady.Fences = []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FenceOpen}}
+	ObserveVerdict(r, notReady, t0)
+	if s := Step(r, 1); s.State != v1alpha1.StepInProgress || s.Verdict == nil || s.Verdict.Ready {
+		t.Fatalf("a not-ready verdict: step %s verdict %+v", s.State, s.Verdict)
+	}
+}
+
+func TestHoldsStopNewSteps(t *testing.T) {
+	expiry := t0.Add(10 * time.Minute)
+	tests := map[string]func(e *Env){
+		"paused":                       func(e *Env) { e.Hold = &Hold{Reason: v1alpha1.ReasonPaused} },
+		"engine missing":               func(e *Env) { e.Hold = &Hold{Reason: v1alpha1.ReasonEngineMissing} },
+		"token expires before timeout": func(e *Env) { e.CredentialsExpireAt = expiry },
+	}
+	for name, mod := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+			e := env(t0)
+			mod(&e)
+			if res := Advance(r, e); len(res.Started) != 0 {
+				t.Fatalf("started %v under a hold", started(r, res.Started))
+			}
+			if r.Status.Phase != v1alpha1.PhasePending {
+				t.Errorf("phase %s, want Pending", r.Status.Phase)
+			}
+		})
+	}
+}
+
+func TestDrift(t *testing.T) {
+	from := mkPlan(t, comp{name: "a"}, comp{name: "b"}, comp{name: "c"})
+	to := mkPlan(t, comp{name: "a", ver: 1}, comp{name: "b", ver: 1, deps: []string{"a"}}, comp{name: "c"})
+	newR := func() *v1alpha1.RuntimeRollout {
+		r := newRollout(t, from, to, plan.StepOptions{})
+		Advance(r, env(t0)) // a in flight, b pending, c has no step
+		return r
+	}
+	tests := map[string]struct {
+		report *bus.DriftReport
+		action DriftAction
+		phase  v1alpha1.RolloutPhase
+		reason string
+	}{
+		"values edit of the in-flight release is SpecDrifted": {
+			report: &bus.DriftReport{Release: "a", Kinds: []string{bus.DriftValues}},
+			action: DriftRecorded, phase: v1alpha1.PhaseStalled, reason: v1alpha1.ReasonSpecDrifted,
+		},
+		"source edit of another release stalls with InventoryDrift": {
+			report: &bus.DriftReport{Release: "c", Kinds: []string{bus.DriftSource}},
+			action: DriftRecorded, phase: v1alpha1.PhaseStalled, reason: v1alpha1.ReasonInventoryDrift,
+		},
+		"other fields of a release without a step are forced back from the active plan": {
+			report: &bus.DriftReport{Release: "c", Kinds: []string{bus.DriftAutoSyncDisabled}},
+			action: DriftRepair, phase: v1alpha1.PhaseProgressing,
+		},
+		"other fields of the in-flight release are forced back in its step": {
+			report: &bus.DriftReport{Release: "a", Kinds: []string{bus.DriftOther}},
+			action: DriftRepublish, phase: v1alpha1.PhaseProgressing,
+		},
+		"other fields of a pending release wait for its own step": {
+			report: &bus.DriftReport{Release: "b", Kinds: []string{bus.DriftOther}},
+			action: DriftNone, phase: v1alpha1.PhaseProgressing,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newR()
+			dec := ObserveDrift(r, tc.report, t0)
+			if dec.Action != tc.action {
+				t.Fatalf("action %d, want %d", dec.Action, tc.action)
+			}
+			if tc.action == DriftRepair && dec.RepairDigest != from.Digest() {
+				t.Errorf("repair digest %s, want the active plan", dec.RepairDigest)
+			}
+			res := Advance(r, env(t0))
+			if r.Status.Phase != tc.phase {
+				t.Errorf("phase %s, want %s (%s)", r.Status.Phase, tc.phase, r.Status.Message)
+			}
+			if reason, _, _ := StallReason(r); reason != tc.reason {
+				t.Errorf("stalled reason %q, want %q", reason, tc.reason)
+			}
+			if tc.reason == v1alpha1.ReasonInventoryDrift {
+				ObserveVerdict(r, ready(r, 1), t0)
+				if res = Advance(r, env(t0)); len(res.Started) != 0 {
+					t.Errorf("inventory drift did not stop new steps: %v", started(r, res.Started))
+				}
+				ObserveDrift(r, &bus.DriftReport{Release: tc.report.Release}, t0)
+				if res = Advance(r, env(t0)); len(res.Started) != 1 {
+					t.Errorf("undoing the edit did not resume the rollout (%s)", r.Status.Message)
+				}
+			}
+		})
+	}
+}
+
+func TestSupersede(t *testing.T) {
+	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+	if !Supersede(r, "sha256:new", t0) || r.Status.Phase != v1alpha1.PhaseSuperseded || r.Status.Outcome != v1alpha1.OutcomeSuperseded {
+		t.Fatalf("a rollout without a started step was not superseded: %s", r.Status.Phase)
+	}
+	r = newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+	Advance(r, env(t0))
+	if Supersede(r, "sha256:new", t0) {
+		t.Fatalf("a rollout with a started step was superseded; it must be waited for")
+	}
+}
+
+func TestStepIDs(t *testing.T) {
+	tests := map[string]struct {
+		id      string
+		rollout string
+		index   int32
+		ok      bool
+	}{
+		"a step":        {id: "r-abc-none/7", rollout: "r-abc-none", index: 7, ok: true},
+		"a repair":      {id: "repair/0123456789ab/42"},
+		"no index":      {id: "r-abc-none/"},
+		"index zero":    {id: "r-abc-none/0"},
+		"not a step ID": {id: "plain"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r, i, ok := ParseStepID(tc.id)
+			if r != tc.rollout || i != tc.index || ok != tc.ok {
+				t.Errorf("ParseStepID(%q) = %q, %d, %v; want %q, %d, %v", tc.id, r, i, ok, tc.rollout, tc.index, tc.ok)
+			}
+		})
+	}
+	if got := Name("", "sha256:0123456789abcdef"); got != "r-0123456789-none" {
+		t.Errorf("Name = %q", got)
+	}
+}
+
+func TestProgress(t *testing.T) {
+	r := newRollout(t, nil, mkPlan(t, diamond(nil)...), plan.StepOptions{})
+	Advance(r, env(t0))
+	if got, want := Progress(r), "step 1/6 cert-manager (Install)"; got != want {
+		t.Errorf("progress %q, want %q", got, want)
+	}
+}
+
+func TestEnginePolicyMoveAppliesEveryRelease(t *testing.T) {
+	p := mkPlan(t, diamond(nil)...)
+	r := newRollout(t, p, p, plan.StepOptions{ApplyAll: true})
+	if len(r.Status.Steps) != 6 {
+		t.Fatalf("%d steps, want 6", len(r.Status.Steps))
+	}
+	for _, s := range r.Status.Steps {
+		if s.Action != v1alpha1.ActionApply {
+			t.Errorf("%s: %s, want Apply", s.Release, s.Action)
+		}
+	}
+}
