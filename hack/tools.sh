@@ -41,10 +41,30 @@ version_of() {
 
 dir_of() { echo "$CACHE/$1-$(version_of "$1")"; }
 
+# bins_of TOOL: the executables a finished build must hold in its bin folder.
+bins_of() {
+  case "$1" in
+    kube) echo kube-apiserver kube-controller-manager kube-scheduler ;;
+    redis) echo redis-server ;;
+    *) echo "$1" ;;
+  esac
+}
+
+# has_bins DIR TOOL: DIR holds every executable of TOOL as a file (not a folder).
+has_bins() {
+  local b
+  for b in $(bins_of "$2"); do [ -f "$1/$b" ] && [ -x "$1/$b" ] || return 1; done
+}
+
+# built TOOL: finished, and the binaries are where they belong (older caches of this script put
+# etcd at bin/etcd/etcd; those are rebuilt, a link-only build with a warm Go build cache).
+built() { local d; d=$(dir_of "$1"); [ -f "$d/.done" ] && has_bins "$d/bin" "$1"; }
+
 # wrapper_build DIR MODULE_LINES... : a throwaway module in DIR/src whose go.mod the caller fills.
 gobuild() { # gobuild OUT LDFLAGS PKG...   (OUT: a file, or a folder ending in /)
   local out=$1 ldflags=$2; shift 2
-  mkdir -p "$(dirname "$out/x")"
+  # a file OUT must not exist as a folder: go build -o <folder> names the binary after the package
+  case "$out" in */) mkdir -p "$out" ;; *) mkdir -p "$(dirname "$out")" ;; esac
   CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w $ldflags" -o "$out" "$@"
 }
 
@@ -160,15 +180,17 @@ build_redis() {
 
 ensure() {
   local t=$1 d; d=$(dir_of "$t")
-  [ -f "$d/.done" ] && return 0
+  built "$t" && return 0
   mkdir -p "$CACHE"
   exec 9>"$d.lock"
   flock 9
-  if [ -f "$d/.done" ]; then exec 9>&-; return 0; fi
+  if built "$t"; then exec 9>&-; return 0; fi
+  [ -f "$d/.done" ] && log "rebuilding $t: $d/bin lacks $(bins_of "$t")"
   log "building $t $(version_of "$t") into $d"
   local start=$SECONDS
-  rm -rf "$d/bin.tmp"; mkdir -p "$d"
+  rm -rf "$d/bin.tmp" "$d/.done"; mkdir -p "$d"
   if ! "build_$t" "$d"; then log "FAILED to build $t"; exec 9>&-; return 1; fi
+  if ! has_bins "$d/bin.tmp" "$t"; then log "FAILED to build $t: $d/bin.tmp lacks $(bins_of "$t")"; exec 9>&-; return 1; fi
   rm -rf "$d/bin"; mv "$d/bin.tmp" "$d/bin"; rm -rf "$d/src"
   echo "$(date -u +%FT%TZ) $((SECONDS - start))s" >"$d/.done"
   log "built $t $(version_of "$t") in $((SECONDS - start))s"
