@@ -1,0 +1,54 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWaitForReturnsOnceTheConditionHolds(t *testing.T) {
+	calls := 0
+	err := WaitFor(context.Background(), 5*time.Second, "third call", func(context.Context) (bool, error) {
+		calls++
+		if calls < 3 {
+			return false, errors.New("not yet")
+		}
+		return true, nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("WaitFor = %v after %d calls, want nil after 3", err, calls)
+	}
+}
+
+func TestWaitForTimeoutNamesTheStateAndTheLastError(t *testing.T) {
+	err := WaitFor(context.Background(), 250*time.Millisecond, "deployment web available", func(context.Context) (bool, error) {
+		return false, errors.New("0/3 replicas available")
+	})
+	if err == nil {
+		t.Fatal("WaitFor succeeded on a condition that never holds")
+	}
+	for _, want := range []string{"wait for deployment web available", "0/3 replicas available"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+	}
+}
+
+func TestWaitForStopsAtOnceOnAPermanentError(t *testing.T) {
+	exited := errors.New("etcd exited: exit status 1")
+	start := time.Now()
+	err := WaitFor(context.Background(), time.Minute, "etcd ready", func(context.Context) (bool, error) {
+		return false, permanent(exited)
+	})
+	if !errors.Is(err, exited) {
+		t.Errorf("WaitFor = %v, want it to wrap %v", err, exited)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("WaitFor took %s on a permanent error", time.Since(start))
+	}
+}
