@@ -55,10 +55,16 @@ func join(kind, runtime, release string) string {
 	return Prefix + "." + kind + "." + token(runtime) + "." + token(release)
 }
 
-// token keeps a name from adding subject levels or wildcards; valid names pass unchanged.
+// token keeps a name from adding subject levels or wildcards, or whitespace and control
+// characters that would split the NATS protocol line; valid names pass unchanged.
 func token(s string) string {
 	if s == "" {
 		return "_"
 	}
-	return strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(s)
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '*' || r == '>' || r <= ' ' || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, s)
 }

@@ -1,0 +1,290 @@
+package bus
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+var (
+	sentAt    = time.Date(2026, 5, 14, 9, 30, 0, 0, time.UTC)
+	startedAt = time.Date(2026, 5, 14, 9, 29, 58, 0, time.UTC)
+	expiresAt = time.Date(2026, 5, 14, 21, 30, 0, 0, time.UTC)
+)
+
+const planDigest = "sha256:f7bf555e994826e3c903a34921056aee4c829088bf277a390a09a8a38e135387"
+
+func header(typ, id, source string) Header {
+	return Header{Type: typ, ID: id, Time: sentAt, Source: source}
+}
+
+// samples holds one message of each type with every field set, as a sender fills it. They are
+// the golden files' content: testdata/<type>.json.
+func samples() map[string]Envelope {
+	step := StepRef{Rollout: "cluster-7", Index: 3, ID: "cluster-7/3", Started: startedAt}
+	return map[string]Envelope{
+		TypeApplyCommand: &ApplyCommand{
+			Header:  header(TypeApplyCommand, "cluster-7/3/1", "planner"),
+			Runtime: "cluster", RuntimeUID: "6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10", Step: step,
+			Release: "gpu-operator", Action: v1alpha1.ActionUpgrade, PlanDigest: planDigest,
+			ReadinessGate: true, SuspendEngine: true, EnginePolicy: v1alpha1.EnginePolicyArgoCDV2, Force: true,
+		},
+		TypeRemoveCommand: &RemoveCommand{
+			Header:  header(TypeRemoveCommand, "cluster-7/4/1", "planner"),
+			Runtime: "cluster", RuntimeUID: "6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10",
+			Step:    StepRef{Rollout: "cluster-7", Index: 4, ID: "cluster-7/4", Started: startedAt},
+			Release: "nfd", UID: "0b8e2f51-5c1d-4c7e-8f0a-3e9d6b2a7c44",
+		},
+		TypeApplyResult: &ApplyResult{
+			Header:    header(TypeApplyResult, "cluster-7/3/1/result", "applier"),
+			CommandID: "cluster-7/3/1", Runtime: "cluster", Release: "gpu-operator", Step: step,
+			Action: v1alpha1.ActionUpgrade, Outcome: OutcomeForeign, Reason: v1alpha1.ReasonForeignObject,
+			Message:         "Application argocd/gpu-operator is not managed by aicr-operator (label app.kubernetes.io/managed-by is \"argocd\")",
+			UID:             "9c3d1e7a-2b4f-4a6e-b8d0-1f5e7c9a3b22",
+			ResourceVersion: "48213",
+		},
+		TypeReleaseVerdict: &ReleaseVerdict{
+			Header:  header(TypeReleaseVerdict, "gpu-operator/cluster-7/3/48250", "readiness"),
+			Runtime: "cluster", Release: "gpu-operator", StepID: "cluster-7/3", PlanDigest: planDigest,
+			Ready: false, Failed: true,
+			Fences: []v1alpha1.Fence{
+				{Name: v1alpha1.FenceComparedToSpec, State: v1alpha1.FencePassed},
+				{Name: v1alpha1.FenceSyncedAtRevision, State: v1alpha1.FenceFailed, Message: "SyncError: one or more objects failed to apply"},
+			},
+			Observed: ObservedStatus{SyncStatus: "OutOfSync", Revision: "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+				Health: "Degraded", OperationPhase: "Failed", ReconciledAt: &sentAt, ResourceVersion: "48250"},
+		},
+		TypeDriftReport: &DriftReport{
+			Header:  header(TypeDriftReport, "gpu-operator/drift/48301", "readiness"),
+			Runtime: "cluster", Release: "gpu-operator", PlanDigest: planDigest, StepID: "cluster-7/3",
+			Kinds:    []string{DriftAutoSyncDisabled, DriftValues},
+			Fields:   []string{"spec.source.helm.valuesObject.driver.version", "spec.syncPolicy.automated.enabled"},
+			Managers: []string{"argocd-server"}, ResourceVersion: "48301",
+		},
+		TypeEngineStatus: &EngineStatus{
+			Header:    header(TypeEngineStatus, "engine/ProjectMissing/1", "readiness"),
+			Available: false, Reason: v1alpha1.ReasonProjectMissing, Message: "AppProject argocd/aicr is missing; helm upgrade recreates it",
+		},
+		TypeCredentialsStatus: &CredentialsStatus{
+			Header: header(TypeCredentialsStatus, "credentials/2026-05-14T09:30:00Z", "credrefresher"),
+			Mode:   "aws", OK: true, Message: "wrote a token for 123456789012.dkr.ecr.us-west-2.amazonaws.com",
+			RefreshedAt: &sentAt, ExpiresAt: &expiresAt,
+		},
+		TypeAdmissionDenial: &AdmissionDenial{
+			Header: header(TypeAdmissionDenial, "0d6c5f7e-8a9b-4c1d-9e2f-3a4b5c6d7e8f", "admission"),
+			UID:    "0d6c5f7e-8a9b-4c1d-9e2f-3a4b5c6d7e8f", User: "alice@example.com", Operation: "UPDATE",
+			Resource: "argoproj.io/applications", Namespace: "argocd", Name: "gpu-operator",
+			Rule: "finalizer-outside-remove", Field: "metadata.finalizers",
+			Message: "the resources finalizer is added only by an approved Remove step; remove the component through the plan",
+		},
+	}
+}
+
+// typeConstants reads the Type* constants declared in messages.go, so that a new message type
+// without a golden file fails this test.
+func typeConstants(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(gotoken.NewFileSet(), "messages.go", nil, 0)
+	if err != nil {
+		t.Fatalf("parse messages.go: %v", err)
+	}
+	out := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != gotoken.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if !strings.HasPrefix(n.Name, "Type") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok {
+					t.Fatalf("%s is not a string literal", n.Name)
+				}
+				v, _ := strconv.Unquote(lit.Value)
+				out[n.Name] = v
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no Type* constants found in messages.go")
+	}
+	return out
+}
+
+// TestMessageGolden pins the JSON of every message type: the binaries are deployed separately,
+// so a field rename is a protocol break that must show up as a golden diff. Run with -update
+// to regenerate testdata/<type>.json after an additive change.
+func TestMessageGolden(t *testing.T) {
+	all := samples()
+	consts := typeConstants(t)
+	names := make([]string, 0, len(consts))
+	for name := range consts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		typ := consts[name]
+		t.Run(typ, func(t *testing.T) {
+			msg, ok := all[typ]
+			if !ok {
+				t.Fatalf("%s (%s) has no sample message in samples(): add one and run with -update", name, typ)
+			}
+			if msg.MessageType() != typ {
+				t.Errorf("MessageType() = %s, want %s", msg.MessageType(), typ)
+			}
+			wire, err := json.Marshal(msg)
+			if err != nil {
+				t.Fatalf("marshal: %v", err)
+			}
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, wire, "", "  "); err != nil {
+				t.Fatalf("indent: %v", err)
+			}
+			pretty.WriteByte('\n')
+			golden := filepath.Join("testdata", typ+".json")
+			if *update {
+				if err := os.WriteFile(golden, pretty.Bytes(), 0o644); err != nil {
+					t.Fatalf("write golden: %v", err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create it): %v", err)
+			}
+			if diff := cmp.Diff(string(want), pretty.String()); diff != "" {
+				t.Errorf("%s differs (-want +got):\n%s", golden, diff)
+			}
+
+			// The golden file decodes to the same message, as a receiver decodes it.
+			back := reflect.New(reflect.TypeOf(msg).Elem()).Interface().(Envelope)
+			m := &Message{Type: typ, Data: want}
+			if err := m.Decode(back); err != nil {
+				t.Fatalf("Decode golden: %v", err)
+			}
+			if diff := cmp.Diff(msg, back); diff != "" {
+				t.Errorf("round trip (-sent +received):\n%s", diff)
+			}
+			// The dispatch loop routes on the header alone.
+			var h Header
+			if err := json.Unmarshal(want, &h); err != nil || h.Type != typ || h.ID == "" {
+				t.Errorf("header = %+v, %v; want type %s and an ID", h, err, typ)
+			}
+			// snake_case keys only, as the house style says.
+			for _, key := range jsonKeys(t, want) {
+				if key != strings.ToLower(key) {
+					t.Errorf("key %q is not snake_case", key)
+				}
+			}
+		})
+	}
+	for typ := range all {
+		if !containsValue(consts, typ) {
+			t.Errorf("sample %s has no Type* constant", typ)
+		}
+	}
+}
+
+func containsValue(m map[string]string, v string) bool {
+	for _, x := range m {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonKeys lists every object key in a JSON document, at any depth.
+func jsonKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("unmarshal: %v", err)
+	}
+	var keys []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, y := range x {
+				keys = append(keys, k)
+				walk(y)
+			}
+		case []any:
+			for _, y := range x {
+				walk(y)
+			}
+		}
+	}
+	walk(v)
+	return keys
+}
+
+// TestDecodeErrorsAreTerminal proves that a message that does not decode is dropped, not
+// redelivered forever.
+func TestDecodeErrorsAreTerminal(t *testing.T) {
+	cases := map[string]string{
+		"not JSON":              `{"type":`,
+		"a field of wrong type": `{"type":"aicr.v1.ApplyCommand","id":"x","step":{"index":"three"}}`,
+		"a list for an object":  `[]`,
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := &Message{Type: TypeApplyCommand, Data: []byte(data)}
+			err := m.Decode(&ApplyCommand{})
+			if err == nil || !IsTerminal(err) {
+				t.Fatalf("Decode error = %v, want a Terminal error", err)
+			}
+			if !strings.HasPrefix(err.Error(), "decode aicr.v1.ApplyCommand: ") {
+				t.Errorf("error %q does not name the message type", err)
+			}
+		})
+	}
+}
+
+// FuzzDecodeMessage feeds arbitrary bytes to the dispatch decoding path: the header decode the
+// dispatch loop does, then Message.Decode into every message type. It never panics, and every
+// decode error is Terminal (a bad message is dropped, not retried forever).
+func FuzzDecodeMessage(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatalf("read seed: %v", err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"type":"aicr.v1.ReleaseVerdict","fences":[{"name":1}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var h Header
+		_ = json.Unmarshal(data, &h)
+		for typ, sample := range samples() {
+			m := &Message{Type: typ, Data: data}
+			v := reflect.New(reflect.TypeOf(sample).Elem()).Interface().(Envelope)
+			if err := m.Decode(v); err != nil && !IsTerminal(err) {
+				t.Fatalf("Decode(%s) error is not Terminal: %v", typ, err)
+			}
+		}
+	})
+}
