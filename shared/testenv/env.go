@@ -237,6 +237,9 @@ func start(opts Options, toolsDir string) (_ *Env, err error) {
 	defer func() {
 		if err != nil {
 			e.dumpLogs(opts.Log)
+			if e.keep == keepRunning {
+				e.keep = keepDir // nothing to poke at: stop the half-started processes, keep the logs
+			}
 			if stopErr := e.Stop(); stopErr != nil {
 				fmt.Fprintf(opts.Log, "testenv: stop after failed start: %v\n", stopErr)
 			}

@@ -53,7 +53,7 @@ func (e *MissingToolsError) Error() string {
 	case e.Reason != "":
 		b.WriteString(e.Reason)
 	case len(e.Binaries) > 0:
-		fmt.Fprintf(&b, "%s not in %s=%s", strings.Join(e.Binaries, ", "), EnvToolsBin, e.Dir)
+		fmt.Fprintf(&b, "%s not in the tools folder %s", strings.Join(e.Binaries, ", "), e.Dir)
 	default:
 		fmt.Fprintf(&b, "%s not built in the tools cache", strings.Join(e.Tools, ", "))
 	}
