@@ -58,8 +58,9 @@ func (e *MissingToolsError) Error() string {
 		fmt.Fprintf(&b, "%s not built in the tools cache", strings.Join(e.Tools, ", "))
 	}
 	fmt.Fprintf(&b, " (build them with `hack/tools.sh ensure %s` or `make tools`, slow once; "+
-		"`make test-integration` / `make e2e` build and use them; %s=1 fails instead of skipping)",
-		strings.Join(e.Tools, " "), EnvRequireTools)
+		"`make test-integration` / `make e2e` build and use them; or point %s at a folder holding them; "+
+		"%s=1 fails instead of skipping)",
+		strings.Join(e.Tools, " "), EnvToolsBin, EnvRequireTools)
 	return b.String()
 }
 
