@@ -1,0 +1,346 @@
+//go:build integration
+
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+const (
+	// commandTimeout bounds the wait for the planner's next command.
+	commandTimeout = 30 * time.Second
+	// statusTimeout bounds the wait for a status the planner writes.
+	statusTimeout = 30 * time.Second
+	// quietWindow is how long the test listens to prove that no command comes.
+	quietWindow = 2 * time.Second
+	ns          = "aicr-system"
+	selfID      = "system:serviceaccount:aicr-system:aicr-planner"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunMain(m, testenv.Options{}))
+}
+
+// harness is the test acting as applier and readiness.
+type harness struct {
+	t     *testing.T
+	env   *testenv.Env
+	core  kubernetes.Interface
+	kube  *Kube
+	nats  *natstest.Server
+	js    jetstream.JetStream
+	cmds  jetstream.Consumer
+	pub   *bus.Publisher
+	seen  map[string]int // command message IDs received
+	order []string       // "release(Action)" in order
+}
+
+func newHarness(t *testing.T) *harness {
+	env := testenv.Current(t)
+	core := kubernetes.NewForConfigOrDie(env.Config)
+	kube, err := NewKube(env.Config, core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx := context.Background()
+	cmds, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureConsumer(ctx, js, bus.ConsumerPlanner, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	return &harness{t: t, env: env, core: core, kube: kube, nats: srv, js: js, cmds: cmds, pub: bus.NewPublisher(js, "test"), seen: map[string]int{}}
+}
+
+// startPlanner runs a planner (controller + dispatcher) until the returned stop is called.
+func (h *harness) startPlanner() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
+	ctx = logging.Into(ctx, log)
+	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}}, h.kube, bus.NewPublisher(h.js, "planner"))
+	cons, err := bus.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = c.Run(ctx, h.kube, h.core) }()
+	go func() {
+		defer wg.Done()
+		_ = (&bus.Dispatcher{Consumer: cons, Routes: c.Routes(), Workers: 4}).Run(ctx)
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+type command struct {
+	msgID   string
+	apply   *bus.ApplyCommand
+	remove  *bus.RemoveCommand
+	release string
+	step    bus.StepRef
+	action  v1alpha1.StepAction
+}
+
+// next fetches the planner's next command, or returns nil after wait.
+func (h *harness) next(wait time.Duration) *command {
+	h.t.Helper()
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		batch, err := h.cmds.Fetch(1, jetstream.FetchMaxWait(min(time.Until(deadline), 5*time.Second)))
+		if err != nil {
+			h.t.Fatalf("fetch command: %v", err)
+		}
+		for msg := range batch.Messages() {
+			_ = msg.Ack()
+			var hd bus.Header
+			if err := json.Unmarshal(msg.Data(), &hd); err != nil {
+				h.t.Fatal(err)
+			}
+			c := &command{msgID: hd.ID}
+			switch hd.Type {
+			case bus.TypeApplyCommand:
+				c.apply = &bus.ApplyCommand{}
+				_ = json.Unmarshal(msg.Data(), c.apply)
+				c.release, c.step, c.action = c.apply.Release, c.apply.Step, c.apply.Action
+			case bus.TypeRemoveCommand:
+				c.remove = &bus.RemoveCommand{}
+				_ = json.Unmarshal(msg.Data(), c.remove)
+				c.release, c.step, c.action = c.remove.Release, c.remove.Step, v1alpha1.ActionRemove
+			}
+			h.seen[c.msgID]++
+			h.order = append(h.order, fmt.Sprintf("%s(%s)", c.release, c.action))
+			return c
+		}
+	}
+	return nil
+}
+
+func (h *harness) mustNext() *command {
+	h.t.Helper()
+	c := h.next(commandTimeout)
+	if c == nil {
+		h.t.Fatalf("no command within %s (so far: %v)", commandTimeout, h.order)
+	}
+	return c
+}
+
+// answer publishes the applier's result and, for a write, readiness's ready verdict.
+func (h *harness) answer(c *command) {
+	h.t.Helper()
+	ctx := context.Background()
+	outcome := bus.OutcomeWritten
+	if c.remove != nil {
+		outcome = bus.OutcomeRemoved
+	}
+	res := &bus.ApplyResult{CommandID: c.msgID, Runtime: "cluster", Release: c.release, Step: c.step, Action: c.action, Outcome: outcome}
+	if err := h.pub.Publish(ctx, bus.AppliedSubject("cluster", c.release), c.msgID+"/result", res); err != nil {
+		h.t.Fatal(err)
+	}
+	if c.remove != nil {
+		return
+	}
+	v := &bus.ReleaseVerdict{Runtime: "cluster", Release: c.release, StepID: c.step.ID, Ready: true,
+		Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed}}}
+	if err := h.pub.Publish(ctx, bus.VerdictSubject("cluster", c.release), c.step.ID+"/ready", v); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) runtime() *v1alpha1.ClusterRuntime {
+	rt, err := h.kube.GetRuntime(context.Background(), "cluster")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return rt
+}
+
+func (h *harness) waitRuntime(what string, cond func(rt *v1alpha1.ClusterRuntime) bool) *v1alpha1.ClusterRuntime {
+	h.t.Helper()
+	var last *v1alpha1.ClusterRuntime
+	err := testenv.WaitFor(context.Background(), statusTimeout, what, func(ctx context.Context) (bool, error) {
+		rt, err := h.kube.GetRuntime(ctx, "cluster")
+		if err != nil {
+			return false, err
+		}
+		last = rt
+		return cond(rt), nil
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(last.Status, "", "  ")
+		h.t.Fatalf("%v\nstatus: %s", err, b)
+	}
+	return last
+}
+
+func condReason(rt *v1alpha1.ClusterRuntime, typ string) string {
+	if c := meta.FindStatusCondition(rt.Status.Conditions, typ); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+func bundleYAML(t *testing.T, comps []map[string]any) string {
+	b, err := yaml.Marshal(map[string]any{
+		"apiVersion": plan.BundleAPIVersion, "kind": plan.BundleKind,
+		"metadata":   map[string]any{"name": "gpu-stack", "version": "1.0.0"}, "components": comps,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func component(name string, ver int, deps ...string) map[string]any {
+	c := map[string]any{"name": name, "namespace": name,
+		"chart": map[string]any{"path": "charts/" + name, "digest": fmt.Sprintf("sha256:%064x", ver)}, "values": map[string]any{"replicas": 1}}
+	if len(deps) > 0 {
+		c["dependsOn"] = deps
+	}
+	return c
+}
+
+// TestRolloutThroughTheBus rolls a six-release bundle with a diamond out with the test acting
+// as applier and readiness over NATS, restarts the planner mid-rollout, then changes the
+// bundle: an Upgrade, a gate's Apply and a Remove that waits for a person's approval.
+func TestRolloutThroughTheBus(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	v1 := []map[string]any{
+		component("cert-manager", 1),
+		component("nfd", 1, "cert-manager"),
+		component("prometheus", 1, "cert-manager"),
+		component("gpu-operator", 1, "nfd", "prometheus"),
+		component("network-operator", 1, "nfd"),
+		func() map[string]any { c := component("gpu-gate", 1, "gpu-operator"); c["readinessGate"] = true; return c }(),
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bundle", Namespace: ns}, Data: map[string]string{"bundle.yaml": bundleYAML(t, v1)}}
+	if _, err := h.core.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Spec: v1alpha1.ClusterRuntimeSpec{
+		Bundle: v1alpha1.BundleSource{ConfigMap: &v1alpha1.ConfigMapBundleSource{Name: "bundle"}},
+	}}
+	if err := h.kube.rc.Post().Resource(resRuntimes).Body(rt).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := h.startPlanner()
+	// First rollout: every release installed, one step at a time, in dependency order.
+	var first []*command
+	for range 4 {
+		c := h.mustNext()
+		first = append(first, c)
+		if c.apply.ReadinessGate != (c.release == "gpu-gate") {
+			t.Errorf("%s: readiness gate %v", c.release, c.apply.ReadinessGate)
+		}
+		if len(first) < 4 {
+			h.answer(c)
+		}
+	}
+	// The planner dies with step 4 in flight, and a new one takes over.
+	stop()
+	stop = h.startPlanner()
+	defer func() { stop() }()
+	h.answer(first[3])
+	for range 2 {
+		h.answer(h.mustNext())
+	}
+	wantOrder := []string{"cert-manager(Install)", "nfd(Install)", "prometheus(Install)", "gpu-operator(Install)", "network-operator(Install)", "gpu-gate(Install)"}
+	if fmt.Sprint(h.order) != fmt.Sprint(wantOrder) {
+		t.Fatalf("command order\n got %v\nwant %v", h.order, wantOrder)
+	}
+	for id, n := range h.seen {
+		if n > 1 {
+			t.Errorf("command %s delivered %d times", id, n)
+		}
+	}
+	got := h.waitRuntime("runtime Ready=True RolledOut", func(rt *v1alpha1.ClusterRuntime) bool {
+		return condReason(rt, v1alpha1.ConditionReady) == v1alpha1.ReasonRolledOut
+	})
+	firstDigest := got.Status.ActivePlan
+	if firstDigest == "" || got.Status.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2 {
+		t.Fatalf("active plan %q, engine policy %q", firstDigest, got.Status.EnginePolicy)
+	}
+
+	// Second rollout: gpu-operator upgraded, network-operator removed.
+	v2 := []map[string]any{v1[0], v1[1], v1[2], component("gpu-operator", 2, "nfd", "prometheus"), v1[5]}
+	cm, _ = h.core.CoreV1().ConfigMaps(ns).Get(ctx, "bundle", metav1.GetOptions{})
+	cm.Data["bundle.yaml"] = bundleYAML(t, v2)
+	if _, err := h.core.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.order = nil
+	h.answer(h.mustNext())
+	h.answer(h.mustNext())
+	if fmt.Sprint(h.order) != fmt.Sprint([]string{"gpu-operator(Upgrade)", "gpu-gate(Apply)"}) {
+		t.Fatalf("second rollout order %v", h.order)
+	}
+	got = h.waitRuntime("runtime Stalled=True AwaitingApproval", func(rt *v1alpha1.ClusterRuntime) bool {
+		return condReason(rt, v1alpha1.ConditionStalled) == v1alpha1.ReasonAwaitingApproval
+	})
+	name := got.Status.Rollout
+	// An approval by the operator's own identity is ignored.
+	h.setApproval(name, selfID)
+	if c := h.next(quietWindow); c != nil {
+		t.Fatalf("the operator's own approval started %s(%s)", c.release, c.action)
+	}
+	h.setApproval(name, "alice@example.com")
+	c := h.mustNext()
+	if c.remove == nil || c.release != "network-operator" {
+		t.Fatalf("after approval got %s(%s), want network-operator(Remove)", c.release, c.action)
+	}
+	h.answer(c)
+	got = h.waitRuntime("runtime rolled out to the second plan", func(rt *v1alpha1.ClusterRuntime) bool {
+		return condReason(rt, v1alpha1.ConditionReady) == v1alpha1.ReasonRolledOut && rt.Status.ActivePlan != firstDigest
+	})
+	r, err := h.kube.GetRollout(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Labels[v1alpha1.LabelOutcome] != v1alpha1.OutcomeSucceeded || r.Spec.FromDigest != firstDigest || r.Spec.ToDigest != got.Status.ActivePlan {
+		t.Errorf("rollout %s: outcome label %q, from %s, to %s", name, r.Labels[v1alpha1.LabelOutcome], r.Spec.FromDigest, r.Spec.ToDigest)
+	}
+}
+
+func (h *harness) setApproval(name, by string) {
+	h.t.Helper()
+	ctx := context.Background()
+	r, err := h.kube.GetRollout(ctx, name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	now := metav1.Now()
+	r.Spec.Approval = &v1alpha1.Approval{ApprovedBy: by, Reason: "network-operator is replaced", ApprovedAt: &now}
+	if _, err := h.kube.UpdateRollout(ctx, r); err != nil {
+		h.t.Fatal(err)
+	}
+}
