@@ -1,0 +1,5 @@
+package deploytest
+
+import "github.com/google/go-cmp/cmp"
+
+func cmpDiff(want, got any) string { return cmp.Diff(want, got) }
