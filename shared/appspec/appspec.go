@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"strings"
 	"time"
 
@@ -199,11 +200,67 @@ func equalJSON(a, b []byte) bool {
 	if bytes.Equal(a, b) {
 		return true
 	}
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
+	x, errX := decodeJSON(a)
+	y, errY := decodeJSON(b)
+	return errX == nil && errY == nil && equalValue(x, y)
+}
+
+// decodeJSON decodes one JSON value keeping numbers as written (json.Number): through float64,
+// integers above 2^53 that differ would compare equal.
+func decodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
 	}
-	ca, _ := json.Marshal(x)
-	cb, _ := json.Marshal(y)
-	return bytes.Equal(ca, cb)
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the value")
+	}
+	return v, nil
+}
+
+// equalValue compares decoded JSON: mappings by key, lists in order, numbers by value whatever
+// their spelling (1, 1.0 and 1e0 are equal).
+func equalValue(x, y any) bool {
+	switch xv := x.(type) {
+	case map[string]any:
+		yv, ok := y.(map[string]any)
+		if !ok || len(xv) != len(yv) {
+			return false
+		}
+		for k, v := range xv {
+			w, ok := yv[k]
+			if !ok || !equalValue(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		yv, ok := y.([]any)
+		if !ok || len(xv) != len(yv) {
+			return false
+		}
+		for i := range xv {
+			if !equalValue(xv[i], yv[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		yv, ok := y.(json.Number)
+		if !ok {
+			return false
+		}
+		if xv == yv {
+			return true
+		}
+		// 256 bits hold every integer Kubernetes or Helm can carry exactly; the exponent of
+		// a big.Float keeps 1e400 finite without materialising its digits.
+		fx, _, errX := big.ParseFloat(string(xv), 10, 256, big.ToNearestEven)
+		fy, _, errY := big.ParseFloat(string(yv), 10, 256, big.ToNearestEven)
+		return errX == nil && errY == nil && fx.Cmp(fy) == 0
+	default: // string, bool, nil
+		return x == y
+	}
 }
