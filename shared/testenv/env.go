@@ -319,8 +319,11 @@ func (e *Env) stop() error {
 			errs = append(errs, fmt.Errorf("mark kept dir: %w", err))
 		}
 		fmt.Fprintf(log, "testenv: stopped in %.1fs, kept %s (%s=%s)\n", time.Since(begin).Seconds(), e.Dir, EnvKeep, os.Getenv(EnvKeep))
-	} else if err := os.RemoveAll(e.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("remove environment dir: %w", err))
+	} else {
+		if err := os.RemoveAll(e.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove environment dir: %w", err))
+		}
+		fmt.Fprintf(log, "testenv: stopped in %.1fs (%s)\n", time.Since(begin).Seconds(), e.Dir)
 	}
 	return errors.Join(errs...)
 }
