@@ -161,7 +161,7 @@ type Env struct {
 
 	mu    sync.Mutex
 	procs []*proc
-	ready map[string]func(context.Context) (bool, error)
+	ready map[string]readiness
 	// restart holds what must happen before a process is started again (StartProcess).
 	restart map[string]func(context.Context) error
 	once    sync.Once
@@ -222,7 +222,7 @@ func start(opts Options, toolsDir string) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create environment dir: %w", err)
 	}
-	e := &Env{Dir: dir, ToolsDir: toolsDir, opts: opts, keep: keepFromEnv(), ready: map[string]func(context.Context) (bool, error){},
+	e := &Env{Dir: dir, ToolsDir: toolsDir, opts: opts, keep: keepFromEnv(), ready: map[string]readiness{},
 		restart: map[string]func(context.Context) error{}}
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		_ = os.RemoveAll(dir)
@@ -384,7 +384,13 @@ func (e *Env) StartProcess(ctx context.Context, name string) error {
 	if err := e.writePIDs(); err != nil {
 		return err
 	}
-	return e.waitReady(ctx, np, ready, controllerReadyTimeout)
+	return e.waitReady(ctx, np, ready.probe, ready.timeout)
+}
+
+// readiness is how to tell that a process is ready, and how long it may take.
+type readiness struct {
+	probe   func(context.Context) (bool, error)
+	timeout time.Duration
 }
 
 func (e *Env) find(name string) (*proc, int, error) {
@@ -406,7 +412,7 @@ func (e *Env) launch(ctx context.Context, spec procSpec, timeout time.Duration, 
 	}
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
-	e.ready[spec.name] = ready
+	e.ready[spec.name] = readiness{probe: ready, timeout: timeout}
 	e.mu.Unlock()
 	if err := e.writePIDs(); err != nil {
 		return err
