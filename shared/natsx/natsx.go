@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -58,14 +59,23 @@ func Connect(o ConnectOptions, log zerolog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
+// redactURL hides the user information of every URL in a comma-separated server list: nats
+// URLs may carry user:password@ or token@, and any of them may.
 func redactURL(u string) string {
-	// nats URLs may carry user:password@; never print them.
-	for i := 0; i < len(u); i++ {
-		if u[i] == '@' {
-			return "nats://<redacted>@" + u[i+1:]
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		at := strings.LastIndexByte(p, '@')
+		if at < 0 {
+			continue
 		}
+		lead := p[:len(p)-len(strings.TrimLeft(p, " "))]
+		scheme := "nats://"
+		if j := strings.Index(p, "://"); j >= 0 && j < at {
+			scheme = strings.TrimSpace(p[:j+3])
+		}
+		parts[i] = lead + scheme + "<redacted>@" + p[at+1:]
 	}
-	return u
+	return strings.Join(parts, ",")
 }
 
 // WaitConnected blocks until nc is connected or ctx ends.

@@ -1,0 +1,121 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/aicr-run/aicr-operator/shared/natstest"
+)
+
+// waitTimeout bounds every wait for a connection in these tests.
+const waitTimeout = 15 * time.Second
+
+// TestConnectWaitsForTheServer proves a binary that starts before NATS gets a connection at
+// once, and that connection comes up by itself once the server starts.
+func TestConnectWaitsForTheServer(t *testing.T) {
+	srv := natstest.Start(t)
+	url := srv.URL
+	srv.Stop() // the port is known; nothing listens on it now
+
+	nc, err := Connect(ConnectOptions{URL: url, Name: "planner"}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("Connect with the server down: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	if nc.IsConnected() {
+		t.Fatalf("connected with no server listening")
+	}
+
+	srv.Restart() // same port, same store
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := WaitConnected(ctx, nc); err != nil {
+		t.Fatalf("WaitConnected after the server started: %v (status %s)", err, nc.Status())
+	}
+	if err := nc.Publish("aicr.v1.test", []byte("x")); err != nil {
+		t.Errorf("Publish on the new connection: %v", err)
+	}
+	if nc.Opts.Name != "planner" {
+		t.Errorf("connection name = %q, want planner", nc.Opts.Name)
+	}
+
+	// A restart of NATS never closes the connection: it reconnects by itself.
+	srv.Restart()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel2()
+	if err := WaitConnected(ctx2, nc); err != nil {
+		t.Fatalf("WaitConnected after a NATS restart: %v (status %s)", err, nc.Status())
+	}
+}
+
+func TestWaitConnectedEndsWithTheContext(t *testing.T) {
+	srv := natstest.Start(t)
+	url := srv.URL
+	srv.Stop()
+	nc, err := Connect(ConnectOptions{URL: url, Name: "applier"}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := WaitConnected(ctx, nc); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitConnected = %v, want context.Canceled", err)
+	}
+}
+
+// TestRedactURL proves a NATS URL's credentials never reach an error message or a log.
+func TestRedactURL(t *testing.T) {
+	cases := map[string]struct {
+		url, want string
+	}{
+		"no credentials":       {"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		"user and password":    {"nats://aicr:s3cret@nats.aicr-system:4222", "nats://<redacted>@nats.aicr-system:4222"},
+		"a token":              {"nats://t0ken@nats:4222", "nats://<redacted>@nats:4222"},
+		"a list of servers":    {"nats://a:pw1@n1:4222,nats://b:pw2@n2:4222", "nats://<redacted>@n1:4222,nats://<redacted>@n2:4222"},
+		"a list, one secret":   {"nats://n1:4222, nats://b:pw2@n2:4222", "nats://n1:4222, nats://<redacted>@n2:4222"},
+		"another scheme":       {"tls://u:s3cret@n1:4443", "tls://<redacted>@n1:4443"},
+		"an @ in the password": {"nats://u:p@pw1@n1:4222", "nats://<redacted>@n1:4222"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := redactURL(tc.url)
+			if got != tc.want {
+				t.Errorf("redactURL(%q) = %q, want %q", tc.url, got, tc.want)
+			}
+			for _, secret := range []string{"s3cret", "t0ken", "pw1", "pw2"} {
+				if strings.Contains(got, secret) {
+					t.Errorf("redactURL(%q) leaks %q", tc.url, secret)
+				}
+			}
+		})
+	}
+}
+
+func TestStartEmbedded(t *testing.T) {
+	s, err := StartEmbedded(EmbeddedOptions{Addr: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.JetStreamEnabled() {
+		t.Errorf("JetStream is off")
+	}
+	if !strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:") || strings.HasSuffix(s.ClientURL(), ":0") {
+		t.Errorf("ClientURL = %s, want a bound loopback port", s.ClientURL())
+	}
+
+	for name, addr := range map[string]string{"no port": "127.0.0.1", "a port that is not a number": "127.0.0.1:nats"} {
+		t.Run(name, func(t *testing.T) {
+			_, err := StartEmbedded(EmbeddedOptions{Addr: addr, StoreDir: t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), "--embedded-nats-addr") {
+				t.Errorf("StartEmbedded(%q) error = %v, want one naming --embedded-nats-addr", addr, err)
+			}
+		})
+	}
+}
