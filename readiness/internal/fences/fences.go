@@ -1,0 +1,537 @@
+package fences
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+)
+
+// maxMessage is the longest fence message the RuntimeRollout CRD accepts.
+const maxMessage = 1024
+
+// Health status codes as Argo CD writes them into status.health.status.
+const (
+	healthHealthy     = "Healthy"
+	healthProgressing = "Progressing"
+	healthDegraded    = "Degraded"
+	healthMissing     = "Missing"
+	healthSuspended   = "Suspended"
+)
+
+// retryMarker starts the part of operationState.message Argo CD writes when an attempt failed
+// and a retry is scheduled ("... Retrying attempt #2 at 4:42AM.").
+const retryMarker = "Retrying attempt #"
+
+// Verdict is the judgement of one observation.
+type Verdict struct {
+	// Ready is true when every fence passed.
+	Ready bool
+	// Failed is true when a fence failed: it will not pass without a change.
+	Failed bool
+	// Fences in evaluation order.
+	Fences []v1alpha1.Fence
+	// Observed summarises the status judged.
+	Observed bus.ObservedStatus
+}
+
+// Fence returns the named fence, or false when the verdict has none of that name.
+func (v Verdict) Fence(name string) (v1alpha1.Fence, bool) {
+	for _, f := range v.Fences {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return v1alpha1.Fence{}, false
+}
+
+// Summary is one line naming the fences that have not passed, for logs and people.
+func (v Verdict) Summary() string {
+	if v.Ready {
+		return "ready"
+	}
+	var parts []string
+	for _, f := range v.Fences {
+		if f.State != v1alpha1.FencePassed {
+			parts = append(parts, fmt.Sprintf("%s %s: %s", f.Name, f.State, f.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// step is what the annotations say about the step that last wrote the Application.
+type step struct {
+	id         string
+	write      string
+	refreshFor string
+	refreshing bool
+	gate       bool
+}
+
+func stepOf(app *argov1alpha1.Application) step {
+	a := app.Annotations
+	_, refreshing := a[v1alpha1.AnnotationArgoRefresh]
+	return step{
+		id:         a[v1alpha1.AnnotationStep],
+		write:      a[v1alpha1.AnnotationStepWrite],
+		refreshFor: a[v1alpha1.AnnotationRefreshFor],
+		refreshing: refreshing,
+		gate:       a[v1alpha1.AnnotationReadinessGate] == "true",
+	}
+}
+
+// Evaluate judges app. It reads only the Application; it never fails: what cannot be judged is
+// an Open or Failed fence with a message saying why.
+func Evaluate(app *argov1alpha1.Application) Verdict {
+	st := stepOf(app)
+	names := []string{v1alpha1.FenceComparedToSpec, v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition}
+	if st.gate {
+		names = append(names, v1alpha1.FenceGateSynced)
+	}
+	var fs []v1alpha1.Fence
+	if g, ok := guard(app); ok {
+		fs = append(fs, g)
+		for _, n := range names[1:] {
+			fs = append(fs, open(n, "not judged: "+g.Message))
+		}
+	} else {
+		compared := comparedToSpec(app)
+		trusted := compared.State == v1alpha1.FencePassed
+		fs = append(fs,
+			compared,
+			syncedAtRevision(app, trusted),
+			syncedAfterStep(app, st),
+			healthy(app, trusted),
+			noErrorCondition(app, trusted),
+		)
+		if st.gate {
+			fs = append(fs, gateSynced(app, st))
+		}
+	}
+	v := Verdict{Ready: true, Fences: fs, Observed: observed(app)}
+	for i := range v.Fences {
+		v.Fences[i].Message = truncate(v.Fences[i].Message)
+		switch v.Fences[i].State {
+		case v1alpha1.FencePassed:
+		case v1alpha1.FenceFailed:
+			v.Failed = true
+			v.Ready = false
+		default:
+			v.Ready = false
+		}
+	}
+	return v
+}
+
+// guard returns the ComparedToSpec fence of an Application readiness cannot judge at all, and
+// false for one it can.
+func guard(app *argov1alpha1.Application) (v1alpha1.Fence, bool) {
+	name := v1alpha1.FenceComparedToSpec
+	switch {
+	case app.DeletionTimestamp != nil:
+		return open(name, "the Application is being deleted (deletionTimestamp is set)"), true
+	case len(app.Spec.Sources) > 0:
+		return failed(name, fmt.Sprintf("spec.sources holds %d sources: aicr-operator writes exactly one spec.source and cannot judge a multi-source Application; remove spec.sources (the operator writes spec.source again on its next write)", len(app.Spec.Sources))), true
+	case app.Spec.Source == nil:
+		return failed(name, "spec.source is missing: aicr-operator writes one OCI Helm source pinned by digest; the Application was changed by hand"), true
+	}
+	return v1alpha1.Fence{}, false
+}
+
+func comparedToSpec(app *argov1alpha1.Application) v1alpha1.Fence {
+	name := v1alpha1.FenceComparedToSpec
+	ct := app.Status.Sync.ComparedTo
+	spec := app.Spec.Source
+	if ct.Source.RepoURL == "" && ct.Destination.Server == "" && ct.Destination.Name == "" {
+		return open(name, "Argo CD has not compared this Application yet (status.sync.comparedTo is empty)")
+	}
+	var diffs []string
+	switch {
+	case ct.Source.RepoURL != spec.RepoURL:
+		diffs = append(diffs, fmt.Sprintf("repoURL %s (spec %s)", ct.Source.RepoURL, spec.RepoURL))
+	case ct.Source.Chart != spec.Chart:
+		diffs = append(diffs, fmt.Sprintf("chart %q (spec %q)", ct.Source.Chart, spec.Chart))
+	case ct.Source.Path != spec.Path:
+		diffs = append(diffs, fmt.Sprintf("path %q (spec %q)", ct.Source.Path, spec.Path))
+	}
+	if ct.Source.TargetRevision != spec.TargetRevision {
+		diffs = append(diffs, fmt.Sprintf("targetRevision %s (spec %s)", short(ct.Source.TargetRevision), short(spec.TargetRevision)))
+	}
+	if len(diffs) == 0 && !appspec.EqualSource(&ct.Source, spec) {
+		diffs = append(diffs, "helm.valuesObject")
+	}
+	if !appspec.EqualDestination(ct.Destination, app.Spec.Destination) {
+		diffs = append(diffs, fmt.Sprintf("destination %s (spec %s)", dest(ct.Destination), dest(app.Spec.Destination)))
+	}
+	if len(diffs) > 0 {
+		return open(name, "the status describes an earlier spec: comparedTo differs in "+strings.Join(diffs, ", ")+"; waiting for Argo CD to compare the written spec (under a second on an idle controller)")
+	}
+	return passed(name, fmt.Sprintf("Argo CD compared the written spec (%s with its values, to %s)", short(spec.TargetRevision), dest(app.Spec.Destination)))
+}
+
+func syncedAtRevision(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
+	name := v1alpha1.FenceSyncedAtRevision
+	s := app.Status.Sync
+	want := app.Spec.Source.TargetRevision
+	if !trusted {
+		return open(name, untrusted("sync status", syncDesc(s)))
+	}
+	switch s.Status {
+	case argov1alpha1.SyncStatusCodeSynced:
+		if s.Revision != want {
+			return open(name, fmt.Sprintf("Synced at %s, but the plan's chart digest is %s", short(s.Revision), short(want)))
+		}
+		return passed(name, "Synced at "+short(want))
+	case argov1alpha1.SyncStatusCodeOutOfSync:
+		msg := fmt.Sprintf("OutOfSync at %s: the cluster does not match the written spec yet", short(s.Revision))
+		if !automated(app) {
+			msg += "; automated sync is off, so Argo CD will not sync by itself"
+		}
+		return open(name, msg)
+	case argov1alpha1.SyncStatusCodeUnknown:
+		return open(name, "sync status Unknown: Argo CD could not compare the spec with the cluster (see "+v1alpha1.FenceNoErrorCondition+")")
+	}
+	return open(name, "Argo CD has not reported a sync status yet")
+}
+
+func syncedAfterStep(app *argov1alpha1.Application, st step) v1alpha1.Fence {
+	name := v1alpha1.FenceSyncedAfterStep
+	if st.id == "" {
+		return open(name, "the Application carries no "+v1alpha1.AnnotationStep+" annotation: there is no step to judge it against")
+	}
+	switch st.write {
+	case v1alpha1.StepWriteChanged:
+	case v1alpha1.StepWriteUnchanged:
+		// The step changed nothing, so no sync need follow: the sync that put the cluster at
+		// this spec may predate the step. The refresh handshake proves Argo CD compared again
+		// after the step began.
+		if st.refreshFor != st.id {
+			was := st.refreshFor
+			if was == "" {
+				was = "absent"
+			}
+			return open(name, fmt.Sprintf("step %s changed nothing; waiting for its refresh request (%s is %s)", st.id, v1alpha1.AnnotationRefreshFor, was))
+		}
+		if st.refreshing {
+			return open(name, fmt.Sprintf("step %s changed nothing; Argo CD has not processed the refresh yet (%s is still set)", st.id, v1alpha1.AnnotationArgoRefresh))
+		}
+	default:
+		return open(name, fmt.Sprintf("annotation %s is %q: expected %s or %s (written by the applier with the step)", v1alpha1.AnnotationStepWrite, st.write, v1alpha1.StepWriteChanged, v1alpha1.StepWriteUnchanged))
+	}
+	spec := app.Spec.Source
+	os := app.Status.OperationState
+	if os != nil && os.Phase == synccommon.OperationRunning {
+		// .operation stays set while an operation runs, between retries too.
+		if isRetryWait(os) {
+			return open(name, "a sync attempt failed and Argo CD will retry: "+os.Message)
+		}
+		return open(name, "the sync is running"+suffix(os.Message))
+	}
+	if op := app.Operation; op != nil {
+		return open(name, fmt.Sprintf("a sync operation initiated by %s is requested and has not started", initiator(op.InitiatedBy)))
+	}
+	if os == nil {
+		return open(name, "no sync operation has run for this spec yet")
+	}
+	switch os.Phase {
+	case synccommon.OperationTerminating:
+		return open(name, "the sync is being terminated"+suffix(os.Message))
+	case synccommon.OperationFailed, synccommon.OperationError:
+		if forSpec(os, spec) {
+			return failed(name, fmt.Sprintf("the sync of %s failed (%s)%s; Argo CD does not retry it on its own: fix the cause and roll out again", short(spec.TargetRevision), os.Phase, suffix(os.Message)))
+		}
+		return open(name, fmt.Sprintf("the last sync (%s, of an earlier spec) ended %s; waiting for a sync of the written spec", syncedDesc(os), os.Phase))
+	case synccommon.OperationSucceeded:
+	default:
+		return open(name, fmt.Sprintf("operation phase %q", os.Phase))
+	}
+	sr := os.SyncResult
+	switch {
+	case sr == nil:
+		return open(name, "the last operation succeeded without a sync result; waiting for a sync of the written spec")
+	case sr.Revision != spec.TargetRevision:
+		msg := fmt.Sprintf("the last sync applied %s, the spec is %s", short(sr.Revision), short(spec.TargetRevision))
+		if app.Status.Sync.Status == argov1alpha1.SyncStatusCodeSynced && app.Status.Sync.Revision == spec.TargetRevision {
+			msg += "; Argo CD shows Synced at the new digest but starts no automated sync when a change touches only hooks, so the new hooks have not run"
+			if !st.gate {
+				msg += " (mark the release as a readiness gate to have it synced explicitly)"
+			}
+		} else {
+			msg += "; waiting for the sync of the written spec"
+		}
+		return open(name, msg)
+	case !appspec.EqualSource(&sr.Source, spec):
+		return open(name, "the last sync applied other values or another source than the written spec; waiting for the sync of the written spec")
+	}
+	msg := fmt.Sprintf("the sync of %s with the written values succeeded", short(spec.TargetRevision))
+	if os.FinishedAt != nil {
+		msg += " at " + os.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	if st.write == v1alpha1.StepWriteUnchanged {
+		msg += fmt.Sprintf("; Argo CD compared again after step %s's refresh", st.id)
+	}
+	return passed(name, msg)
+}
+
+func healthy(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
+	name := v1alpha1.FenceHealthy
+	h := string(app.Status.Health.Status)
+	if !trusted {
+		return open(name, untrusted("health", h))
+	}
+	switch h {
+	case healthHealthy:
+		if hasCondition(app, argov1alpha1.ApplicationConditionComparisonError) {
+			return open(name, "health reads Healthy, but Argo CD could not compare (ComparisonError), so no resource was assessed")
+		}
+		return passed(name, "Healthy")
+	case healthProgressing:
+		return open(name, "Progressing: some resources are not healthy yet (a rollout in progress, pods starting)")
+	case healthDegraded:
+		return open(name, "Degraded: some resources are failing; see the Application's resource tree in Argo CD")
+	case healthMissing:
+		return open(name, "Missing: the release's resources do not exist yet")
+	case healthSuspended:
+		return open(name, "Suspended: a resource is paused or suspended")
+	case "":
+		return open(name, "Argo CD has not reported health yet")
+	}
+	return open(name, "health "+h)
+}
+
+// errorConditions are the condition types that mean the spec cannot be compared or synced.
+var errorConditions = []string{
+	argov1alpha1.ApplicationConditionComparisonError,
+	argov1alpha1.ApplicationConditionSyncError,
+	argov1alpha1.ApplicationConditionInvalidSpecError,
+}
+
+func noErrorCondition(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
+	name := v1alpha1.FenceNoErrorCondition
+	var found []string
+	for _, c := range app.Status.Conditions {
+		for _, t := range errorConditions {
+			if c.Type == t {
+				found = append(found, c.Type+": "+c.Message)
+			}
+		}
+	}
+	if len(found) == 0 {
+		return passed(name, "no ComparisonError, SyncError or InvalidSpecError")
+	}
+	msg := strings.Join(found, "; ")
+	switch {
+	case !trusted:
+		// Until comparedTo shows the written spec, a condition may be left from an earlier one.
+		return open(name, msg+" (may describe an earlier spec: waiting for "+v1alpha1.FenceComparedToSpec+")")
+	case app.Operation != nil || (app.Status.OperationState != nil && app.Status.OperationState.Phase == synccommon.OperationRunning):
+		return open(name, msg+" (a sync is pending or running and may clear it)")
+	}
+	return failed(name, msg)
+}
+
+func gateSynced(app *argov1alpha1.Application, st step) v1alpha1.Fence {
+	name := v1alpha1.FenceGateSynced
+	if st.id == "" {
+		return open(name, "the Application carries no "+v1alpha1.AnnotationStep+" annotation: there is no step whose sync to wait for")
+	}
+	os := app.Status.OperationState
+	running := os != nil && os.Phase == synccommon.OperationRunning
+	if op := app.Operation; op != nil && !(running && ours(os.Operation, st.id)) {
+		if ours(*op, st.id) {
+			return open(name, fmt.Sprintf("the sync operation of step %s is requested; Argo CD has not started it", st.id))
+		}
+		return open(name, fmt.Sprintf("another operation (initiated by %s) is requested; the applier starts the sync of step %s once it ends", initiator(op.InitiatedBy), st.id))
+	}
+	if os == nil || !ours(os.Operation, st.id) {
+		last := "none"
+		if os != nil {
+			last = fmt.Sprintf("initiated by %s%s, %s", initiator(os.Operation.InitiatedBy), stepInfo(os.Operation), os.Phase)
+		}
+		return open(name, fmt.Sprintf("waiting for the sync operation of step %s, initiated by %s (the applier starts it); last operation: %s", st.id, v1alpha1.FieldManager, last))
+	}
+	switch os.Phase {
+	case synccommon.OperationSucceeded:
+		return passed(name, fmt.Sprintf("the sync operation of step %s succeeded", st.id))
+	case synccommon.OperationFailed, synccommon.OperationError:
+		return failed(name, fmt.Sprintf("the sync operation of step %s ended %s%s", st.id, os.Phase, suffix(os.Message)))
+	case synccommon.OperationRunning:
+		if isRetryWait(os) {
+			return open(name, fmt.Sprintf("an attempt of step %s's sync failed and Argo CD will retry: %s", st.id, os.Message))
+		}
+		return open(name, fmt.Sprintf("the sync operation of step %s is running%s", st.id, suffix(os.Message)))
+	}
+	return open(name, fmt.Sprintf("the sync operation of step %s is %s", st.id, os.Phase))
+}
+
+// ours reports whether op is the explicit sync aicr-operator started for step.
+func ours(op argov1alpha1.Operation, stepID string) bool {
+	if op.InitiatedBy.Username != v1alpha1.FieldManager {
+		return false
+	}
+	for _, i := range op.Info {
+		if i != nil && i.Name == appspec.StepInfoName && i.Value == stepID {
+			return true
+		}
+	}
+	return false
+}
+
+func stepInfo(op argov1alpha1.Operation) string {
+	for _, i := range op.Info {
+		if i != nil && i.Name == appspec.StepInfoName {
+			return " for step " + i.Value
+		}
+	}
+	return ""
+}
+
+// forSpec reports whether a finished operation was a sync of spec: its result (or, when it
+// produced none, its request) names the same revision and source.
+func forSpec(os *argov1alpha1.OperationState, spec *argov1alpha1.ApplicationSource) bool {
+	if sr := os.SyncResult; sr != nil && sr.Revision != "" {
+		return sr.Revision == spec.TargetRevision && appspec.EqualSource(&sr.Source, spec)
+	}
+	sync := os.Operation.Sync
+	if sync == nil || sync.Revision != spec.TargetRevision {
+		return false
+	}
+	return sync.Source == nil || appspec.EqualSource(sync.Source, spec)
+}
+
+func isRetryWait(os *argov1alpha1.OperationState) bool {
+	return strings.Contains(os.Message, retryMarker)
+}
+
+func hasCondition(app *argov1alpha1.Application, t string) bool {
+	for _, c := range app.Status.Conditions {
+		if c.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+func automated(app *argov1alpha1.Application) bool {
+	sp := app.Spec.SyncPolicy
+	if sp == nil || sp.Automated == nil {
+		return false
+	}
+	return sp.Automated.Enabled == nil || *sp.Automated.Enabled
+}
+
+func observed(app *argov1alpha1.Application) bus.ObservedStatus {
+	o := bus.ObservedStatus{
+		SyncStatus:      string(app.Status.Sync.Status),
+		Revision:        app.Status.Sync.Revision,
+		Health:          string(app.Status.Health.Status),
+		ResourceVersion: app.ResourceVersion,
+	}
+	if os := app.Status.OperationState; os != nil {
+		o.OperationPhase = string(os.Phase)
+	}
+	if t := app.Status.ReconciledAt; t != nil {
+		u := t.UTC()
+		o.ReconciledAt = &u
+	}
+	return o
+}
+
+func initiator(i argov1alpha1.OperationInitiator) string {
+	switch {
+	case i.Username != "" && i.Automated:
+		return i.Username + " (automated)"
+	case i.Username != "":
+		return i.Username
+	case i.Automated:
+		return "Argo CD's automated sync"
+	}
+	return "an unknown initiator"
+}
+
+// untrusted is the message of a fence whose status field cannot be believed before
+// ComparedToSpec passes.
+func untrusted(what, shown string) string {
+	if shown == "" {
+		return "not judged until " + v1alpha1.FenceComparedToSpec + " passes"
+	}
+	return fmt.Sprintf("not judged until %s passes: the %s (%s) is from the comparison of an earlier spec", v1alpha1.FenceComparedToSpec, what, shown)
+}
+
+func syncDesc(s argov1alpha1.SyncStatus) string {
+	if s.Status == "" {
+		return ""
+	}
+	if s.Revision == "" {
+		return string(s.Status)
+	}
+	return fmt.Sprintf("%s at %s", s.Status, short(s.Revision))
+}
+
+func syncedDesc(os *argov1alpha1.OperationState) string {
+	if os.SyncResult != nil && os.SyncResult.Revision != "" {
+		return "of " + short(os.SyncResult.Revision)
+	}
+	if os.Operation.Sync != nil && os.Operation.Sync.Revision != "" {
+		return "to " + short(os.Operation.Sync.Revision)
+	}
+	return "of an unknown revision"
+}
+
+func dest(d argov1alpha1.ApplicationDestination) string {
+	server := d.Server
+	if server == "" {
+		server = d.Name
+	}
+	return fmt.Sprintf("namespace %q on %s", d.Namespace, server)
+}
+
+// short abbreviates a digest to sha256: and 12 hex digits; anything else is returned whole.
+func short(rev string) string {
+	const prefix = "sha256:"
+	if strings.HasPrefix(rev, prefix) && len(rev) > len(prefix)+12 {
+		return rev[:len(prefix)+12]
+	}
+	if rev == "" {
+		return `""`
+	}
+	return rev
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage - len("…")
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+func passed(name, msg string) v1alpha1.Fence {
+	return v1alpha1.Fence{Name: name, State: v1alpha1.FencePassed, Message: msg}
+}
+
+func open(name, msg string) v1alpha1.Fence {
+	return v1alpha1.Fence{Name: name, State: v1alpha1.FenceOpen, Message: msg}
+}
+
+func failed(name, msg string) v1alpha1.Fence {
+	return v1alpha1.Fence{Name: name, State: v1alpha1.FenceFailed, Message: msg}
+}

@@ -1,0 +1,431 @@
+package fences
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/argoproj/argo-cd/gitops-engine/pkg/health"
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+)
+
+const (
+	testStep = "r-7f3a/4"
+	oldStep  = "r-7f3a/1"
+	newVals  = `{"message":"v2","replicas":3}`
+	oldVals  = `{"message":"v1","replicas":2}`
+	repo     = "oci://registry.example.com/aicr/charts/gpu-operator"
+	ns       = "gpu-operator"
+)
+
+var finished = metav1.NewTime(time.Date(2026, 11, 30, 4, 43, 57, 0, time.UTC))
+
+// option changes a test Application.
+type option func(*argov1alpha1.Application)
+
+func source(digest, values string) argov1alpha1.ApplicationSource {
+	return argov1alpha1.ApplicationSource{
+		RepoURL: repo, Path: ".", TargetRevision: digest,
+		Helm: &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(values)}},
+	}
+}
+
+// readyApp is an Application written by step testStep (step-write changed) at digestWeb2 with
+// newVals that Argo CD compared, synced (automated) and found healthy: every fence passes.
+// Options move it away from that.
+func readyApp(opts ...option) *argov1alpha1.Application {
+	src := source(digestWeb2, newVals)
+	yes := true
+	app := &argov1alpha1.Application{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "gpu-operator", Namespace: "argocd", ResourceVersion: "42",
+			Annotations: map[string]string{
+				v1alpha1.AnnotationStep:      testStep,
+				v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+		Spec: argov1alpha1.ApplicationSpec{
+			Project:     "aicr",
+			Source:      src.DeepCopy(),
+			Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: ns},
+			SyncPolicy:  &argov1alpha1.SyncPolicy{Automated: &argov1alpha1.SyncPolicyAutomated{Enabled: &yes, Prune: &yes, SelfHeal: &yes}},
+		},
+		Status: argov1alpha1.ApplicationStatus{
+			Sync: argov1alpha1.SyncStatus{
+				Status:     argov1alpha1.SyncStatusCodeSynced,
+				Revision:   digestWeb2,
+				ComparedTo: argov1alpha1.ComparedTo{Source: *src.DeepCopy(), Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: ns}},
+			},
+			Health:       argov1alpha1.AppHealthStatus{Status: "Healthy"},
+			ReconciledAt: &finished,
+			OperationState: &argov1alpha1.OperationState{
+				Operation:  argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{Revision: digestWeb2}, InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}},
+				Phase:      synccommon.OperationSucceeded,
+				Message:    "successfully synced (no more tasks)",
+				SyncResult: &argov1alpha1.SyncOperationResult{Revision: digestWeb2, Source: *src.DeepCopy()},
+				StartedAt:  finished,
+				FinishedAt: &finished,
+			},
+		},
+	}
+	for _, o := range opts {
+		o(app)
+	}
+	return app
+}
+
+func withAnnotation(k, v string) option {
+	return func(a *argov1alpha1.Application) { a.Annotations[k] = v }
+}
+
+func withoutAnnotation(k string) option {
+	return func(a *argov1alpha1.Application) { delete(a.Annotations, k) }
+}
+
+// comparedTo sets what Argo CD last compared (and the sync revision it reported with it).
+func comparedTo(digest, values string) option {
+	return func(a *argov1alpha1.Application) {
+		a.Status.Sync.ComparedTo.Source = source(digest, values)
+		a.Status.Sync.Revision = digest
+	}
+}
+
+func syncStatus(s argov1alpha1.SyncStatusCode) option {
+	return func(a *argov1alpha1.Application) { a.Status.Sync.Status = s }
+}
+
+func withHealth(h string) option {
+	return func(a *argov1alpha1.Application) { a.Status.Health.Status = health.HealthStatusCode(h) }
+}
+
+func phase(p synccommon.OperationPhase, msg string) option {
+	return func(a *argov1alpha1.Application) {
+		a.Status.OperationState.Phase = p
+		a.Status.OperationState.Message = msg
+	}
+}
+
+// lastSync sets the revision and values the last sync applied.
+func lastSync(digest, values string) option {
+	return func(a *argov1alpha1.Application) {
+		a.Status.OperationState.SyncResult = &argov1alpha1.SyncOperationResult{Revision: digest, Source: source(digest, values)}
+		a.Status.OperationState.Operation.Sync = &argov1alpha1.SyncOperation{Revision: digest}
+	}
+}
+
+func operationRequested(by argov1alpha1.OperationInitiator, info ...*argov1alpha1.Info) option {
+	return func(a *argov1alpha1.Application) {
+		a.Operation = &argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{Revision: a.Spec.Source.TargetRevision}, InitiatedBy: by, Info: info}
+	}
+}
+
+// ourOperation makes the last operation the explicit sync aicr-operator started for stepID.
+func ourOperation(stepID string) option {
+	return func(a *argov1alpha1.Application) {
+		a.Status.OperationState.Operation.InitiatedBy = argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}
+		a.Status.OperationState.Operation.Info = []*argov1alpha1.Info{{Name: appspec.StepInfoName, Value: stepID}}
+	}
+}
+
+func condition(t, msg string) option {
+	return func(a *argov1alpha1.Application) {
+		a.Status.Conditions = append(a.Status.Conditions, argov1alpha1.ApplicationCondition{Type: t, Message: msg})
+	}
+}
+
+var (
+	gate          = withAnnotation(v1alpha1.AnnotationReadinessGate, "true")
+	unchanged     = withAnnotation(v1alpha1.AnnotationStepWrite, v1alpha1.StepWriteUnchanged)
+	refreshedStep = withAnnotation(v1alpha1.AnnotationRefreshFor, testStep)
+	refreshSet    = withAnnotation(v1alpha1.AnnotationArgoRefresh, v1alpha1.ArgoRefreshNormal)
+	aicrOperator  = argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}
+	ourInfo      = &argov1alpha1.Info{Name: appspec.StepInfoName, Value: testStep}
+)
+
+func TestEvaluate(t *testing.T) {
+	const (
+		P = v1alpha1.FencePassed
+		O = v1alpha1.FenceOpen
+		F = v1alpha1.FenceFailed
+	)
+	type states map[string]v1alpha1.FenceState
+	all := func(s v1alpha1.FenceState, overrides states) states {
+		out := states{}
+		for _, n := range []string{v1alpha1.FenceComparedToSpec, v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition} {
+			out[n] = s
+		}
+		for k, v := range overrides {
+			out[k] = v
+		}
+		return out
+	}
+	tests := map[string]struct {
+		app *argov1alpha1.Application
+		// want is each fence's state.
+		want states
+		// wantFailed is the verdict's Failed.
+		wantFailed bool
+		// fence and says: that fence's message contains says.
+		fence, says string
+	}{
+		"a written spec that Argo CD compared, synced and found healthy is ready": {
+			app:  readyApp(),
+			want: all(P, nil),
+		},
+		"stale Synced+Healthy+Succeeded from before a values write never counts": {
+			// 02: for ~0.5 s after the write the previous sync's status stays, old comparedTo.
+			app:   readyApp(comparedTo(digestWeb2, oldVals), lastSync(digestWeb2, oldVals)),
+			want:  all(O, states{v1alpha1.FenceNoErrorCondition: P}),
+			fence: v1alpha1.FenceComparedToSpec, says: "helm.valuesObject",
+		},
+		"Synced at the old digest after a digest upgrade is not synced at the plan's digest": {
+			app:   readyApp(comparedTo(digestWeb1, newVals), lastSync(digestWeb1, newVals)),
+			want:  all(O, states{v1alpha1.FenceNoErrorCondition: P}),
+			fence: v1alpha1.FenceComparedToSpec, says: "targetRevision sha256:4c3db97306cb (spec sha256:db3440cd1cf8)",
+		},
+		"comparedTo with the old values while the sync result already has the new ones": {
+			app:   readyApp(comparedTo(digestWeb2, oldVals)),
+			want:  all(P, states{v1alpha1.FenceComparedToSpec: O, v1alpha1.FenceSyncedAtRevision: O, v1alpha1.FenceHealthy: O}),
+			fence: v1alpha1.FenceHealthy, says: "not judged until ComparedToSpec passes",
+		},
+		"comparedTo naming another destination namespace describes an earlier spec": {
+			app: readyApp(func(a *argov1alpha1.Application) {
+				a.Status.Sync.ComparedTo.Destination.Namespace = "old-ns"
+			}),
+			want:  all(P, states{v1alpha1.FenceComparedToSpec: O, v1alpha1.FenceSyncedAtRevision: O, v1alpha1.FenceHealthy: O}),
+			fence: v1alpha1.FenceComparedToSpec, says: `destination namespace "old-ns"`,
+		},
+		"an Application Argo CD has not compared yet (skeleton status of a new Application)": {
+			app: readyApp(func(a *argov1alpha1.Application) {
+				a.Status = argov1alpha1.ApplicationStatus{}
+			}, operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			want:  all(O, states{v1alpha1.FenceNoErrorCondition: P}),
+			fence: v1alpha1.FenceComparedToSpec, says: "has not compared this Application yet",
+		},
+		"Healthy with a ComparisonError (a missing digest) is Failed, and health does not count": {
+			// 07a: sync Unknown, health Healthy with no resources, no operation.
+			app: readyApp(syncStatus(argov1alpha1.SyncStatusCodeUnknown), condition("ComparisonError", "failed to resolve revision"), func(a *argov1alpha1.Application) {
+				a.Status.OperationState = nil
+			}),
+			want:       all(O, states{v1alpha1.FenceComparedToSpec: P, v1alpha1.FenceNoErrorCondition: F}),
+			wantFailed: true,
+			fence:      v1alpha1.FenceHealthy, says: "ComparisonError",
+		},
+		"Healthy while the PostSync hook still runs is not ready": {
+			// 01b/02: health turns Healthy before the hook runs; .operation stays set.
+			app: readyApp(phase(synccommon.OperationRunning, "waiting for completion of hook batch/Job/gpu-operator-post"),
+				operationRequested(argov1alpha1.OperationInitiator{Automated: true}), func(a *argov1alpha1.Application) {
+					a.Status.OperationState.FinishedAt = nil
+				}),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "waiting for completion of hook",
+		},
+		"Running between retries with finishedAt set is Open with Argo CD's retry message": {
+			// 08: a failed attempt keeps phase Running, sets finishedAt and says when it retries.
+			app: readyApp(phase(synccommon.OperationRunning, "one or more synchronization tasks completed unsuccessfully. Retrying attempt #2 at 4:42AM."),
+				operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "Argo CD will retry: one or more synchronization tasks completed unsuccessfully. Retrying attempt #2",
+		},
+		"the final failed attempt of a sync of this spec is Failed even though Synced and Healthy": {
+			// 08b: a failing hook leaves Synced/Healthy and no condition; only the phase shows it.
+			app:        readyApp(phase(synccommon.OperationFailed, "one or more synchronization tasks completed unsuccessfully (retried 3 times).")),
+			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F}),
+			wantFailed: true,
+			fence:      v1alpha1.FenceSyncedAfterStep, says: "retried 3 times",
+		},
+		"an Error phase of this spec's sync is Failed": {
+			app:        readyApp(phase(synccommon.OperationError, "ComparisonError: rpc error")),
+			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F}),
+			wantFailed: true,
+		},
+		"a failed sync of an earlier spec stays Open: the written spec has not been synced yet": {
+			app:   readyApp(phase(synccommon.OperationFailed, "one or more objects failed to apply"), lastSync(digestWeb2, oldVals)),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "of an earlier spec",
+		},
+		"a final failed automated sync with SyncError and OutOfSync is Failed twice": {
+			// 07b: namespace missing; retries exhausted.
+			app: readyApp(syncStatus(argov1alpha1.SyncStatusCodeOutOfSync), withHealth("Missing"),
+				phase(synccommon.OperationFailed, `one or more objects failed to apply, reason: namespaces "fx-missing" not found (retried 3 times).`),
+				condition("SyncError", "Failed last sync attempt")),
+			want:       all(O, states{v1alpha1.FenceComparedToSpec: P, v1alpha1.FenceSyncedAfterStep: F, v1alpha1.FenceNoErrorCondition: F}),
+			wantFailed: true,
+		},
+		"an InvalidSpecError next to an old comparedTo may be stale: Open, not Failed": {
+			app:   readyApp(comparedTo(digestWeb1, newVals), condition("InvalidSpecError", "application destination is not permitted in project")),
+			want:  all(O, states{v1alpha1.FenceSyncedAfterStep: P}),
+			fence: v1alpha1.FenceNoErrorCondition, says: "may describe an earlier spec",
+		},
+		"a SyncError while a new sync is already running may still be cleared: Open": {
+			app: readyApp(condition("SyncError", "Failed last sync attempt"), phase(synccommon.OperationRunning, ""),
+				operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			want: all(P, states{v1alpha1.FenceSyncedAfterStep: O, v1alpha1.FenceNoErrorCondition: O}),
+		},
+		"hook-only change: Synced at the new digest but the last sync applied the old one": {
+			// 06/11a: Argo CD never starts an automated sync for it.
+			app:   readyApp(lastSync(digestWeb1, newVals)),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "starts no automated sync when a change touches only hooks",
+		},
+		"a sync operation requested but not started yet is Open": {
+			app:   readyApp(operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "requested and has not started",
+		},
+		"OutOfSync with automated sync turned off says Argo CD will not sync by itself": {
+			app: readyApp(syncStatus(argov1alpha1.SyncStatusCodeOutOfSync), func(a *argov1alpha1.Application) {
+				no := false
+				a.Spec.SyncPolicy.Automated.Enabled = &no
+			}),
+			want:  all(P, states{v1alpha1.FenceSyncedAtRevision: O}),
+			fence: v1alpha1.FenceSyncedAtRevision, says: "automated sync is off",
+		},
+		"Degraded health keeps Healthy open with the reason": {
+			app:   readyApp(withHealth("Degraded")),
+			want:  all(P, states{v1alpha1.FenceHealthy: O}),
+			fence: v1alpha1.FenceHealthy, says: "Degraded",
+		},
+		"Progressing during a slow rollout keeps Healthy open": {
+			app:  readyApp(withHealth("Progressing")),
+			want: all(P, states{v1alpha1.FenceHealthy: O}),
+		},
+		"unchanged step with the refresh handshake complete is ready": {
+			app:  readyApp(unchanged, refreshedStep),
+			want: all(P, nil),
+		},
+		"unchanged step whose refresh annotation is still present is not ready": {
+			// 04b: the annotation is visible ~40 ms until the controller removes it.
+			app:   readyApp(unchanged, refreshedStep, refreshSet),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "has not processed the refresh yet",
+		},
+		"unchanged step before its refresh was requested: Synced+Healthy from before the step never counts": {
+			app:   readyApp(unchanged, withAnnotation(v1alpha1.AnnotationRefreshFor, oldStep)),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "refresh-for is " + oldStep,
+		},
+		"no step annotation: nothing to judge the sync against": {
+			app:  readyApp(withoutAnnotation(v1alpha1.AnnotationStep)),
+			want: all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+		},
+		"an unknown step-write value is Open and names the accepted values": {
+			app:   readyApp(withAnnotation(v1alpha1.AnnotationStepWrite, "maybe")),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "expected changed or unchanged",
+		},
+		"multi-source Application is never ready (guard)": {
+			app: readyApp(func(a *argov1alpha1.Application) {
+				a.Spec.Sources = argov1alpha1.ApplicationSources{source(digestWeb2, newVals), source(digestWeb1, oldVals)}
+			}),
+			want:       all(O, states{v1alpha1.FenceComparedToSpec: F}),
+			wantFailed: true,
+			fence:      v1alpha1.FenceComparedToSpec, says: "spec.sources holds 2 sources",
+		},
+		"an Application without spec.source is never ready (guard)": {
+			app:        readyApp(func(a *argov1alpha1.Application) { a.Spec.Source = nil }),
+			want:       all(O, states{v1alpha1.FenceComparedToSpec: F}),
+			wantFailed: true,
+			fence:      v1alpha1.FenceComparedToSpec, says: "spec.source is missing",
+		},
+		"an Application being deleted is not ready and not failed": {
+			app:  readyApp(func(a *argov1alpha1.Application) { a.DeletionTimestamp = &finished }),
+			want: all(O, nil),
+		},
+		"readiness release whose sync operation succeeded is ready": {
+			app:  readyApp(gate, ourOperation(testStep)),
+			want: all(P, states{v1alpha1.FenceGateSynced: P}),
+		},
+		"readiness release with our operation Running is Open": {
+			app: readyApp(gate, ourOperation(testStep), phase(synccommon.OperationRunning, "waiting for completion of hook batch/Job/gate-check"),
+				operationRequested(aicrOperator, ourInfo)),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O, v1alpha1.FenceGateSynced: O}),
+			fence: v1alpha1.FenceGateSynced, says: "is running: waiting for completion of hook",
+		},
+		"readiness release with our operation Failed is Failed": {
+			app:        readyApp(gate, ourOperation(testStep), phase(synccommon.OperationFailed, "Job has reached the specified backoff limit")),
+			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F, v1alpha1.FenceGateSynced: F}),
+			wantFailed: true,
+			fence:      v1alpha1.FenceGateSynced, says: "ended Failed: Job has reached the specified backoff limit",
+		},
+		"readiness release synced only by Argo CD's automated sync waits for ours": {
+			app:   readyApp(gate),
+			want:  all(P, states{v1alpha1.FenceGateSynced: O}),
+			fence: v1alpha1.FenceGateSynced, says: "last operation: initiated by Argo CD's automated sync, Succeeded",
+		},
+		"readiness release whose succeeded operation belongs to an earlier step waits": {
+			app:   readyApp(gate, ourOperation(oldStep)),
+			want:  all(P, states{v1alpha1.FenceGateSynced: O}),
+			fence: v1alpha1.FenceGateSynced, says: "for step " + oldStep,
+		},
+		"readiness release with our operation requested and not started": {
+			app:   readyApp(gate, operationRequested(aicrOperator, ourInfo)),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O, v1alpha1.FenceGateSynced: O}),
+			fence: v1alpha1.FenceGateSynced, says: "requested; Argo CD has not started it",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			v := Evaluate(tc.app)
+			got := states{}
+			for _, f := range v.Fences {
+				got[f.Name] = f.State
+				if f.Message == "" {
+					t.Errorf("fence %s has no message", f.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("fence states (-want +got):\n%s\n%s", diff, v.Summary())
+			}
+			wantReady := true
+			for _, s := range tc.want {
+				wantReady = wantReady && s == v1alpha1.FencePassed
+			}
+			if v.Ready != wantReady || v.Failed != tc.wantFailed {
+				t.Errorf("ready=%v failed=%v, want ready=%v failed=%v", v.Ready, v.Failed, wantReady, tc.wantFailed)
+			}
+			if tc.fence != "" {
+				f, _ := v.Fence(tc.fence)
+				if !strings.Contains(f.Message, tc.says) {
+					t.Errorf("%s message %q does not say %q", tc.fence, f.Message, tc.says)
+				}
+			}
+		})
+	}
+}
+
+func TestEvaluateOrderAndObserved(t *testing.T) {
+	v := Evaluate(readyApp(gate, ourOperation(testStep)))
+	var names []string
+	for _, f := range v.Fences {
+		names = append(names, f.Name)
+	}
+	want := []string{v1alpha1.FenceComparedToSpec, v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition, v1alpha1.FenceGateSynced}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("fence order (-want +got):\n%s", diff)
+	}
+	if v.Observed.SyncStatus != "Synced" || v.Observed.Revision != digestWeb2 || v.Observed.Health != "Healthy" ||
+		v.Observed.OperationPhase != "Succeeded" || v.Observed.ResourceVersion != "42" || v.Observed.ReconciledAt == nil {
+		t.Errorf("observed = %+v", v.Observed)
+	}
+}
+
+func TestEvaluateMessagesFitTheRolloutStatus(t *testing.T) {
+	long := strings.Repeat("é", 2000)
+	v := Evaluate(readyApp(condition("SyncError", long)))
+	f, _ := v.Fence(v1alpha1.FenceNoErrorCondition)
+	if len(f.Message) > maxMessage {
+		t.Errorf("message is %d bytes, the CRD allows %d", len(f.Message), maxMessage)
+	}
+	if !strings.HasSuffix(f.Message, "…") || !utf8.ValidString(f.Message) {
+		t.Errorf("message not cut cleanly: %q", f.Message[len(f.Message)-10:])
+	}
+}
