@@ -1,0 +1,76 @@
+package refresher_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
+	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+)
+
+func TestStaticReportsWhatIsMissingAndNeverWrites(t *testing.T) {
+	const password = "static-admin-password"
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace},
+		Data: map[string][]byte{"type": []byte("oci"), "url": []byte("oci://registry.example.com/aicr"),
+			"username": []byte("robot"), "password": []byte(password)},
+	}
+	cs := fake.NewClientset(s)
+	clk := clocktesting.NewFakeClock(t0)
+	rec := &recorder{}
+	metrics, _ := newMetrics()
+	run(t, &refresher.Static{Checker: &secret.Store{Secrets: cs.CoreV1(), Ref: ref}, Reporter: rec, Clock: clk,
+		Metrics: metrics, Secret: ref, WantURL: "oci://registry.example.com/aicr", Interval: time.Minute})
+
+	eventually(t, loopSettleTimeout, "the first check", func() bool { return len(rec.reports()) == 1 })
+	settled(t, clk)
+	first := rec.reports()[0].status
+	if first.OK || first.Reason != v1alpha1.ReasonRegistryCredentialsUnavailable || first.Mode != refresher.ModeStatic ||
+		!strings.Contains(first.Message, "label argocd.argoproj.io/secret-type is missing (want repo-creds)") {
+		t.Errorf("first report = %+v, want Unavailable naming the missing label", first)
+	}
+
+	// unchanged: the same message ID, so the reporter drops it
+	clk.Step(time.Minute)
+	eventually(t, loopSettleTimeout, "the second check", func() bool { return len(rec.reports()) == 2 })
+	settled(t, clk)
+	if a, b := rec.reports()[0].id, rec.reports()[1].id; a != b {
+		t.Errorf("an unchanged result has a new ID %s (was %s)", b, a)
+	}
+
+	// the admin adds the label
+	s.Labels = map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}
+	if _, err := cs.CoreV1().Secrets(ref.Namespace).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	clk.Step(time.Minute)
+	eventually(t, loopSettleTimeout, "the third check", func() bool { return len(rec.reports()) == 3 })
+	settled(t, clk)
+	third := rec.reports()[2]
+	if !third.status.OK || third.status.Reason != "" || third.id == rec.reports()[1].id {
+		t.Errorf("after the fix: %+v, want OK under a new ID", third)
+	}
+	if got := testutil.ToFloat64(metrics.OK); got != 1 {
+		t.Errorf("ok metric = %v, want 1", got)
+	}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("static mode did %s %s, want only get", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	for _, r := range rec.reports() {
+		if strings.Contains(r.status.Message, password) {
+			t.Errorf("a report shows the password")
+		}
+	}
+}
