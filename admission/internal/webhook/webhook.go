@@ -196,7 +196,9 @@ func (h *Handler) record(req *admissionv1.AdmissionRequest, d rules.Decision) {
 		Str("resource", req.Resource.Group+"/"+req.Resource.Resource).Str("namespace", req.Namespace).
 		Str(logging.KeyResourceName, req.Name).Str("rule", d.Rule()).Str("field", d.Field()).
 		Msg("deny admission request")
-	if h.auditor == nil {
+	// A dry run changes nothing, so it is not audited (the configuration says sideEffects:
+	// NoneOnDryRun).
+	if h.auditor == nil || (req.DryRun != nil && *req.DryRun) {
 		return
 	}
 	h.auditor.Record(&bus.AdmissionDenial{
