@@ -124,6 +124,25 @@ const (
 	OutcomeFailed = "Failed"
 )
 
+// ApplyResult reasons besides v1alpha1.ReasonForeignObject (Foreign), for Blocked and Failed.
+const (
+	// ResultReasonFinalizerPresent (Blocked): the Application carries Argo CD's resources
+	// finalizer without the operator.aicr.run/delete-rollout annotation.
+	ResultReasonFinalizerPresent = "ResourcesFinalizerPresent"
+	// ResultReasonPlanUnreadable (Failed): the plan ConfigMap is missing or corrupt, or does not
+	// hold the release.
+	ResultReasonPlanUnreadable = "PlanUnreadable"
+	// ResultReasonInvalidCommand (Failed): the command lacks a field or names an unsupported
+	// engine policy.
+	ResultReasonInvalidCommand = "InvalidCommand"
+	// ResultReasonApplicationRejected (Failed): the API server rejected the Application as
+	// invalid.
+	ResultReasonApplicationRejected = "ApplicationRejected"
+	// ResultReasonRecreated (Failed): a Remove named an Application UID that is gone, and an
+	// Application of the runtime with the same name and another UID exists; it was left alone.
+	ResultReasonRecreated = "Recreated"
+)
+
 // ApplyResult is the applier's answer to one command.
 type ApplyResult struct {
 	Header

@@ -1,0 +1,153 @@
+// Package app is the applier's wiring: its options and Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/aicr-run/aicr-operator/applier/internal/appwriter"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/service"
+)
+
+// Name is the binary's name: logger component, metrics namespace, NATS connection name and
+// durable consumer.
+const Name = "applier"
+
+// Defaults of the applier's own flags.
+const (
+	DefaultEngineProject = appspec.DefaultProject
+	DefaultWorkers       = 8
+	maxWorkers           = 256
+)
+
+// Options are the applier's flags.
+type Options struct {
+	service.Options
+	// EngineNamespace is --engine-namespace: where Argo CD and the Applications live.
+	EngineNamespace string
+	// EngineProject is --engine-project: the AppProject of every Application.
+	EngineProject string
+	// RegistryRepository is --registry-repository: the registry path holding charts/ and
+	// wrappers/.
+	RegistryRepository string
+	// Workers is --workers: commands handled at once by this replica.
+	Workers int
+}
+
+// BindFlags registers the flags with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	o.Options.BindFlags(fs)
+	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "the Argo CD namespace, where Applications are written (engine.namespace)")
+	fs.StringVar(&o.EngineProject, "engine-project", DefaultEngineProject, "the AppProject of every Application (engine.project)")
+	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "the OCI registry path holding charts/ and wrappers/, such as registry.example.com/aicr (registry.repository; required)")
+	fs.IntVar(&o.Workers, "workers", DefaultWorkers, "commands this replica handles at once")
+}
+
+// Validate checks the flags and names the flag at fault.
+func (o *Options) Validate() error {
+	var errs []string
+	if err := o.Options.Validate(); err != nil {
+		errs = append(errs, strings.TrimPrefix(err.Error(), "invalid flags: "))
+	}
+	if msgs := validation.IsDNS1123Label(o.EngineNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("--engine-namespace %q: %s", o.EngineNamespace, strings.Join(msgs, "; ")))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.EngineProject); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("--engine-project %q: %s", o.EngineProject, strings.Join(msgs, "; ")))
+	}
+	switch {
+	case o.RegistryRepository == "":
+		errs = append(errs, "--registry-repository is required: the registry path holding charts/ and wrappers/, such as registry.example.com/aicr")
+	default:
+		if err := o.settings().Validate(); err != nil {
+			errs = append(errs, "--"+strings.ReplaceAll(err.Error(), "registry repository", "registry-repository"))
+		}
+	}
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		errs = append(errs, fmt.Sprintf("--workers %d: use 1 to %d", o.Workers, maxWorkers))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid flags: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (o *Options) settings() appspec.Settings {
+	return appspec.Settings{EngineNamespace: o.EngineNamespace, Project: o.EngineProject, Repository: o.RegistryRepository}
+}
+
+// Main parses args, runs the binary and returns the exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
+		return 2
+	}
+	if err := Run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
+		return 1
+	}
+	return 0
+}
+
+// Run runs the applier until ctx ends. Replicas share the applier consumer of the commands
+// work queue, so no leader election is needed.
+func Run(ctx context.Context, o Options) error {
+	base, err := service.Start(Name, o.Options, true, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	ctx = logging.Into(ctx, base.Log)
+	argo, err := argoclient.NewForConfig(base.Kube)
+	if err != nil {
+		return fmt.Errorf("create argo cd client: %w", err)
+	}
+	w, err := appwriter.New(appwriter.Config{
+		Apps:       argo.ArgoprojV1alpha1().Applications(o.EngineNamespace),
+		Plans:      appwriter.NewPlanCache(base.KubeClient.CoreV1().ConfigMaps(o.Namespace), o.Namespace),
+		Publisher:  bus.NewPublisher(base.JS, Name),
+		Settings:   o.settings(),
+		Registerer: base.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	if _, _, err := base.Serve(gctx, g); err != nil {
+		return err
+	}
+	g.Go(func() error {
+		cons, err := bus.WaitConsumer(gctx, base.JS, bus.ConsumerApplier, o.StreamReplicas)
+		if err != nil {
+			if gctx.Err() != nil {
+				return nil // stopped before NATS was reachable
+			}
+			return err
+		}
+		d := &bus.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: bus.NewMetrics(base.Registry, Name)}
+		return d.Run(gctx)
+	})
+	base.Log.Info().Str("engine_namespace", o.EngineNamespace).Int("workers", o.Workers).Msg("started")
+	err = g.Wait()
+	base.Log.Info().Msg("stopped")
+	return err
+}

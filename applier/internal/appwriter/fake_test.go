@@ -1,0 +1,278 @@
+package appwriter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argofake "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/fake"
+	argoscheme "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/scheme"
+	argotyped "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/typed/application/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/aicr-run/aicr-operator/shared/bus"
+)
+
+var appsResource = argov1alpha1.SchemeGroupVersion.WithResource("applications").GroupResource()
+
+// call is one write the fake saw.
+type call struct {
+	Verb      string // patch or delete
+	PatchType types.PatchType
+	Manager   string
+	Force     bool
+	Body      string
+	UID       string // delete precondition
+}
+
+// fakeApps is an Application API for unit tests. Server-side apply goes through client-go's
+// field-managed object tracker (managedFields, conflicts, force); on top of it the fake does what
+// the tracker does not and the writer relies on: resourceVersion and UID, the resourceVersion
+// precondition of a write, the UID precondition of a delete, and deletion held by finalizers.
+type fakeApps struct {
+	t      testing.TB
+	client argotyped.ApplicationInterface
+
+	mu      sync.Mutex
+	meta    map[string]*objMeta
+	counter int
+	calls   []call
+	// fail, when set, may return an error for a request before it is served.
+	fail func(verb string, c call) error
+	// before, when set, runs before a write is served (outside the lock): Argo CD or a person
+	// acting between the writer's read and its write.
+	before func(verb string, c call)
+}
+
+type objMeta struct {
+	uid      string
+	rv       string
+	deleting *metav1.Time
+}
+
+func newFakeApps(t testing.TB) *fakeApps {
+	t.Helper()
+	tracker := clienttesting.NewFieldManagedObjectTracker(argoscheme.Scheme, argoscheme.Codecs.UniversalDecoder(), managedfields.NewDeducedTypeConverter())
+	cs := &argofake.Clientset{}
+	cs.AddReactor("*", "*", clienttesting.ObjectReaction(tracker))
+	return &fakeApps{t: t, client: cs.ArgoprojV1alpha1().Applications(testEngineNS), meta: map[string]*objMeta{}}
+}
+
+func (f *fakeApps) nextLocked() string {
+	f.counter++
+	return strconv.Itoa(f.counter)
+}
+
+// stampLocked sets what the tracker does not keep.
+func (f *fakeApps) stampLocked(app *argov1alpha1.Application) *argov1alpha1.Application {
+	if app == nil {
+		return nil
+	}
+	m := f.meta[app.Name]
+	if m == nil {
+		return app
+	}
+	app.UID, app.ResourceVersion, app.DeletionTimestamp = types.UID(m.uid), m.rv, m.deleting
+	return app
+}
+
+// touchLocked records a write of name: a new resourceVersion, and a UID when it is new.
+func (f *fakeApps) touchLocked(name string) {
+	m := f.meta[name]
+	if m == nil {
+		m = &objMeta{uid: "uid-" + f.nextLocked()}
+		f.meta[name] = m
+	}
+	m.rv = f.nextLocked()
+}
+
+func (f *fakeApps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*argov1alpha1.Application, error) {
+	if err := f.failFor("get", call{Verb: "get"}); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	app, err := f.client.Get(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	return f.stampLocked(app), nil
+}
+
+func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, _ ...string) (*argov1alpha1.Application, error) {
+	c := call{Verb: "patch", PatchType: pt, Manager: opts.FieldManager, Force: opts.Force != nil && *opts.Force, Body: string(data)}
+	if f.before != nil {
+		f.before("patch", c)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+	if err := f.failFor("patch", c); err != nil {
+		return nil, err
+	}
+	var body struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	m := f.meta[name]
+	if want := body.Metadata.ResourceVersion; want != "" && (m == nil || m.rv != want) {
+		return nil, apierrors.NewConflict(appsResource, name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	if m == nil && pt != types.ApplyPatchType {
+		return nil, apierrors.NewNotFound(appsResource, name)
+	}
+	app, err := f.client.Patch(ctx, name, pt, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	f.touchLocked(name)
+	return f.stampLocked(app), nil
+}
+
+func (f *fakeApps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	c := call{Verb: "delete"}
+	if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+		c.UID = string(*opts.Preconditions.UID)
+	}
+	if f.before != nil {
+		f.before("delete", c)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+	if err := f.failFor("delete", c); err != nil {
+		return err
+	}
+	m := f.meta[name]
+	if m == nil {
+		return apierrors.NewNotFound(appsResource, name)
+	}
+	if c.UID != "" && c.UID != m.uid {
+		return apierrors.NewConflict(appsResource, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", c.UID, m.uid))
+	}
+	app, err := f.client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(app.Finalizers) > 0 {
+		now := metav1.Now()
+		m.deleting = &now
+		m.rv = f.nextLocked()
+		return nil
+	}
+	delete(f.meta, name)
+	return f.client.Delete(ctx, name, opts)
+}
+
+func (f *fakeApps) failFor(verb string, c call) error {
+	if f.fail == nil {
+		return nil
+	}
+	return f.fail(verb, c)
+}
+
+// create stores app as someone else would (a foreign Application, or a prepared state).
+func (f *fakeApps) create(app *argov1alpha1.Application) *argov1alpha1.Application {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	app = app.DeepCopy()
+	app.Namespace = testEngineNS
+	out, err := f.client.Create(context.Background(), app, metav1.CreateOptions{FieldManager: "someone-else"})
+	if err != nil {
+		f.t.Fatalf("create application %s: %v", app.Name, err)
+	}
+	f.touchLocked(app.Name)
+	return f.stampLocked(out)
+}
+
+// update changes the stored object as Argo CD's controller does (status, operation).
+func (f *fakeApps) update(name string, mutate func(*argov1alpha1.Application)) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	app, err := f.client.Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatalf("get application %s: %v", name, err)
+	}
+	mutate(app)
+	if _, err := f.client.Update(context.Background(), app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+		f.t.Fatalf("update application %s: %v", name, err)
+	}
+	f.touchLocked(name)
+}
+
+// remove deletes the stored object outright: Argo CD finished a deletion, or a person deleted
+// it before recreating a namesake.
+func (f *fakeApps) remove(name string) {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.meta, name)
+	if err := f.client.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		f.t.Fatalf("delete application %s: %v", name, err)
+	}
+}
+
+// live returns the stored object, or nil.
+func (f *fakeApps) live(name string) *argov1alpha1.Application {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	app, err := f.client.Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatalf("get application %s: %v", name, err)
+	}
+	return f.stampLocked(app)
+}
+
+// writes returns the writes seen so far and forgets them.
+func (f *fakeApps) writes() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.calls
+	f.calls = nil
+	return out
+}
+
+// fakePublisher records published results.
+type fakePublisher struct {
+	mu   sync.Mutex
+	sent []published
+	err  error
+}
+
+type published struct {
+	Subject string
+	ID      string
+	Result  *bus.ApplyResult
+}
+
+func (p *fakePublisher) Publish(_ context.Context, subject, id string, m bus.Envelope) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	res, ok := m.(*bus.ApplyResult)
+	if !ok {
+		return fmt.Errorf("unexpected message %T", m)
+	}
+	p.sent = append(p.sent, published{Subject: subject, ID: id, Result: res})
+	return nil
+}

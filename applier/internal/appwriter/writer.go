@@ -1,0 +1,501 @@
+package appwriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+)
+
+// Delays of the "not yet" outcomes: the command is redelivered after them.
+const (
+	// OperationBusyRetry is how long a readiness release's sync waits when another operation
+	// is set or running on its Application.
+	OperationBusyRetry = 2 * time.Second
+	// DeletionPollInterval is how often a Remove (or an Apply meeting a deleting Application)
+	// looks again while Argo CD deletes the release's resources.
+	DeletionPollInterval = time.Second
+)
+
+// RemoveFieldManager owns the delete-rollout annotation and the resources finalizer that a
+// Remove step adds. It is not v1alpha1.FieldManager because an apply by that manager states
+// the whole Application: one carrying only the two removal fields would drop the spec.
+const RemoveFieldManager = v1alpha1.FieldManager + "-remove"
+
+// Applications is the Application API of the engine namespace. Argo CD's generated clientset
+// (ArgoprojV1alpha1().Applications(namespace)) satisfies it.
+type Applications interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argov1alpha1.Application, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*argov1alpha1.Application, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Publisher sends a result; *bus.Publisher satisfies it.
+type Publisher interface {
+	Publish(ctx context.Context, subject, id string, m bus.Envelope) error
+}
+
+// Config is what a Writer needs.
+type Config struct {
+	// Apps is the Application API of the engine namespace.
+	Apps Applications
+	// Plans loads plans by digest.
+	Plans *PlanCache
+	// Publisher sends results.
+	Publisher Publisher
+	// Settings are the installation values every Application depends on.
+	Settings appspec.Settings
+	// Registerer receives the writer's metrics; nil for none.
+	Registerer prometheus.Registerer
+}
+
+// Writer handles ApplyCommand and RemoveCommand.
+type Writer struct {
+	apps     Applications
+	plans    *PlanCache
+	pub      Publisher
+	settings appspec.Settings
+	outcomes *prometheus.CounterVec
+}
+
+// New returns a Writer.
+func New(c Config) (*Writer, error) {
+	if c.Apps == nil || c.Plans == nil || c.Publisher == nil {
+		return nil, errors.New("new writer: Apps, Plans and Publisher are required")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return nil, fmt.Errorf("new writer: %w", err)
+	}
+	w := &Writer{apps: c.Apps, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "applier", Name: "results_total",
+			Help: "Command results published, by action and outcome.",
+		}, []string{"action", "outcome"}),
+	}
+	if c.Registerer != nil {
+		if err := c.Registerer.Register(w.outcomes); err != nil {
+			return nil, fmt.Errorf("register writer metrics: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// Routes are the dispatch routes of the applier's commands.
+func (w *Writer) Routes() bus.Routes {
+	return bus.Routes{
+		bus.TypeApplyCommand:  w.HandleApply,
+		bus.TypeRemoveCommand: w.HandleRemove,
+	}
+}
+
+// HandleApply handles one ApplyCommand and publishes its result.
+func (w *Writer) HandleApply(ctx context.Context, m *bus.Message) error {
+	var cmd bus.ApplyCommand
+	if err := m.Decode(&cmd); err != nil {
+		return err
+	}
+	ctx = enrich(ctx, cmd.Runtime, cmd.Release, cmd.Step.ID)
+	res, err := w.Apply(ctx, &cmd)
+	if err != nil {
+		return err
+	}
+	return w.publish(ctx, res)
+}
+
+// HandleRemove handles one RemoveCommand and publishes its result.
+func (w *Writer) HandleRemove(ctx context.Context, m *bus.Message) error {
+	var cmd bus.RemoveCommand
+	if err := m.Decode(&cmd); err != nil {
+		return err
+	}
+	ctx = enrich(ctx, cmd.Runtime, cmd.Release, cmd.Step.ID)
+	res, err := w.Remove(ctx, &cmd)
+	if err != nil {
+		return err
+	}
+	return w.publish(ctx, res)
+}
+
+func enrich(ctx context.Context, runtime, release, step string) context.Context {
+	l := bus.LoggerFields(logging.From(ctx).With(), runtime, release, step).Logger()
+	return logging.Into(ctx, l)
+}
+
+func (w *Writer) publish(ctx context.Context, res *bus.ApplyResult) error {
+	if err := w.pub.Publish(ctx, bus.AppliedSubject(res.Runtime, res.Release), res.CommandID+"/result", res); err != nil {
+		return err
+	}
+	w.outcomes.WithLabelValues(string(res.Action), res.Outcome).Inc()
+	ev := logging.From(ctx).Info()
+	if res.Outcome == bus.OutcomeFailed || res.Outcome == bus.OutcomeForeign || res.Outcome == bus.OutcomeBlocked {
+		ev = logging.From(ctx).Warn().Str(logging.KeyReason, res.Reason).Str("detail", res.Message)
+	}
+	ev.Str(logging.KeyOutcome, res.Outcome).Str("action", string(res.Action)).Msg("publish result")
+	return nil
+}
+
+// Apply writes the command's Application and returns the result to publish. An error is a
+// bus.NotYetError (an operation is in the way, or the Application is being deleted) or a
+// transient failure to retry; every final answer, including refusals, is a result.
+func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyResult, error) {
+	if err := validateApply(cmd); err != nil {
+		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonInvalidCommand, err.Error(), nil), nil
+	}
+	p, err := w.plans.Get(ctx, cmd.PlanDigest)
+	if err != nil {
+		if isUnreadable(err) {
+			return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
+		}
+		return nil, err
+	}
+	rel, ok := p.Release(cmd.Release)
+	if !ok {
+		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable,
+			fmt.Sprintf("plan %s has no release %q", cmd.PlanDigest, cmd.Release), nil), nil
+	}
+	desired, err := appspec.Build(w.settings, appspec.Input{
+		Runtime: cmd.Runtime, RuntimeUID: cmd.RuntimeUID, PlanDigest: cmd.PlanDigest, Release: rel,
+		StepID: cmd.Step.ID, StepStarted: cmd.Step.Started, SuspendEngine: cmd.SuspendEngine,
+	})
+	if err != nil {
+		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
+	}
+	gate := rel.ReadinessGate || cmd.ReadinessGate
+	var res *bus.ApplyResult
+	// A conflict means the Application changed between the read and a guarded write (Argo CD
+	// writes status often, or it was replaced): read it again and decide again.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		res, err = w.applyOnce(ctx, cmd, desired, gate)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argov1alpha1.Application, gate bool) (*bus.ApplyResult, error) {
+	name, stepID := desired.Name, cmd.Step.ID
+	live, err := w.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	rv := ""
+	if live != nil {
+		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
+			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
+		}
+		if live.DeletionTimestamp != nil {
+			return nil, bus.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
+		}
+		if hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "" {
+			return applyResult(cmd, bus.OutcomeBlocked, bus.ResultReasonFinalizerPresent, fmt.Sprintf(
+				"Application %s/%s carries the finalizer %s without the annotation %s: deleting it would delete the release's resources, so it is not written; remove the finalizer (kubectl -n %s patch application %s --type json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]') or remove the component through the plan",
+				live.Namespace, name, v1alpha1.ArgoResourcesFinalizer, v1alpha1.AnnotationDeleteRollout, live.Namespace, name), nil), nil
+		}
+		rv = live.ResourceVersion
+	}
+	stepWrite := stepWriteFor(live, desired, stepID)
+	body, err := manifest(desired, stepWrite, rv)
+	if err != nil {
+		return nil, bus.Terminal(err)
+	}
+	app, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager))
+	if err != nil {
+		return w.writeFailed(cmd, "apply", name, err)
+	}
+	if live != nil && live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
+		// A Remove of this release was prepared and abandoned: take back its annotation and
+		// finalizer, so deleting the Application can no longer delete the release's resources.
+		body, err := releaseManifest(name, desired.Namespace)
+		if err != nil {
+			return nil, bus.Terminal(err)
+		}
+		if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(RemoveFieldManager)); err != nil {
+			return w.writeFailed(cmd, "release removal fields of", name, err)
+		}
+	}
+	outcome := bus.OutcomeWritten
+	if stepWrite == v1alpha1.StepWriteUnchanged {
+		outcome = bus.OutcomeRefreshed
+		if app.Annotations[v1alpha1.AnnotationRefreshFor] != stepID {
+			patch, err := refreshPatch(stepID)
+			if err != nil {
+				return nil, bus.Terminal(err)
+			}
+			if app, err = w.apps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+				return w.writeFailed(cmd, "request refresh of", name, err)
+			}
+		}
+	}
+	if gate {
+		if app, err = w.startSync(ctx, app, desired, stepID); err != nil {
+			return nil, err
+		}
+		outcome = bus.OutcomeSyncStarted
+	}
+	return applyResult(cmd, outcome, "", outcomeMessage(outcome, stepWrite), app), nil
+}
+
+// startSync starts the explicit sync of a readiness release for stepID, unless it was already
+// started for this step. Another operation set or running is waited for (NotYet).
+func (w *Writer) startSync(ctx context.Context, app, desired *argov1alpha1.Application, stepID string) (*argov1alpha1.Application, error) {
+	if op := app.Operation; op != nil {
+		if hasStepInfo(op.Info, stepID) {
+			return app, nil
+		}
+		return nil, bus.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, initiator(op.InitiatedBy))
+	}
+	if st := app.Status.OperationState; st != nil {
+		if hasStepInfo(st.Operation.Info, stepID) {
+			return app, nil
+		}
+		if !st.Phase.Completed() {
+			return nil, bus.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, initiator(st.Operation.InitiatedBy))
+		}
+	}
+	patch, err := syncPatch(app.ResourceVersion, appspec.SyncOperation(desired, stepID))
+	if err != nil {
+		return nil, bus.Terminal(err)
+	}
+	out, err := w.apps.Patch(ctx, app.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			return nil, err // read again: Argo CD may have started an operation meanwhile
+		}
+		return nil, fmt.Errorf("start sync of application %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	logging.From(ctx).Debug().Str(logging.KeyResourceName, app.Name).Msg("start sync operation")
+	return out, nil
+}
+
+// Remove runs the Remove sequence and returns the result to publish: Removed once the
+// Application is gone, NotYet while Argo CD deletes the release's resources.
+func (w *Writer) Remove(ctx context.Context, cmd *bus.RemoveCommand) (*bus.ApplyResult, error) {
+	if err := validateRemove(cmd); err != nil {
+		return removeResult(cmd, bus.OutcomeFailed, bus.ResultReasonInvalidCommand, err.Error(), nil), nil
+	}
+	var res *bus.ApplyResult
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		res, err = w.removeOnce(ctx, cmd)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.ApplyResult, error) {
+	name, ns := cmd.Release, w.settings.EngineNamespace
+	live, err := w.get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if live == nil {
+		return removeResult(cmd, bus.OutcomeRemoved, "", fmt.Sprintf("Application %s/%s is gone", ns, name), nil), nil
+	}
+	if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
+		return removeResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
+	}
+	if cmd.UID != "" && string(live.UID) != cmd.UID {
+		return removeResult(cmd, bus.OutcomeFailed, bus.ResultReasonRecreated, fmt.Sprintf(
+			"Application %s/%s with UID %s is gone; the Application now under that name has UID %s and was left alone",
+			ns, name, cmd.UID, live.UID), nil), nil
+	}
+	if live.DeletionTimestamp != nil {
+		return nil, bus.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
+	}
+	if !hasResourcesFinalizer(live) || live.Annotations[v1alpha1.AnnotationDeleteRollout] != cmd.Step.Rollout {
+		body, err := removeManifest(name, ns, cmd.Step.Rollout, live.ResourceVersion)
+		if err != nil {
+			return nil, bus.Terminal(err)
+		}
+		if _, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(RemoveFieldManager)); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return nil, conflictAgain(err) // changed or gone since the read: decide again
+			}
+			return nil, fmt.Errorf("mark application %s/%s for removal: %w", ns, name, err)
+		}
+	}
+	uid := live.UID
+	err = w.apps.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err):
+		return removeResult(cmd, bus.OutcomeRemoved, "", fmt.Sprintf("Application %s/%s is gone", ns, name), nil), nil
+	case apierrors.IsConflict(err):
+		// The UID precondition failed: a namesake was created since the read. Read it again,
+		// so its ownership is checked before anything else happens to it.
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("delete application %s/%s: %w", ns, name, err)
+	}
+	logging.From(ctx).Info().Str(logging.KeyResourceName, name).Str("uid", string(uid)).Msg("delete application")
+	return nil, bus.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
+}
+
+// conflictAgain turns a not-found into a conflict, so RetryOnConflict reads again.
+func conflictAgain(err error) error {
+	if apierrors.IsConflict(err) {
+		return err
+	}
+	return apierrors.NewConflict(argov1alpha1.SchemeGroupVersion.WithResource("applications").GroupResource(), "", err)
+}
+
+// get returns the live Application, or nil when there is none.
+func (w *Writer) get(ctx context.Context, name string) (*argov1alpha1.Application, error) {
+	app, err := w.apps.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get application %s/%s: %w", w.settings.EngineNamespace, name, err)
+	}
+	return app, nil
+}
+
+// writeFailed classifies a failed write: a conflict (the object changed since it was read) or
+// a not-found (it was deleted since) is decided again by the caller, an invalid object is the
+// command's final answer, anything else is retried with backoff.
+func (w *Writer) writeFailed(cmd *bus.ApplyCommand, verb, name string, err error) (*bus.ApplyResult, error) {
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return nil, conflictAgain(err)
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonApplicationRejected,
+			fmt.Sprintf("the API server rejected Application %s/%s: %v", w.settings.EngineNamespace, name, err), nil), nil
+	}
+	return nil, fmt.Errorf("%s application %s/%s: %w", verb, w.settings.EngineNamespace, name, err)
+}
+
+func (w *Writer) foreignMessage(app *argov1alpha1.Application, why string) string {
+	return fmt.Sprintf("Application %s/%s is not owned by this runtime and is left alone: %s; rename the other Application or delete it",
+		app.Namespace, app.Name, why)
+}
+
+// stepWriteFor decides the step-write annotation: changed when the Application is new or its
+// source (values included), destination or ignoreDifferences differ from the desired ones. A
+// redelivery of the same step keeps what the first delivery decided, since its write already
+// made the spec equal.
+func stepWriteFor(live, desired *argov1alpha1.Application, stepID string) string {
+	if live == nil {
+		return v1alpha1.StepWriteChanged
+	}
+	if live.Annotations[v1alpha1.AnnotationStep] == stepID {
+		switch prev := live.Annotations[v1alpha1.AnnotationStepWrite]; prev {
+		case v1alpha1.StepWriteChanged, v1alpha1.StepWriteUnchanged:
+			return prev
+		}
+	}
+	if !appspec.EqualSource(live.Spec.Source, desired.Spec.Source) ||
+		!appspec.EqualDestination(live.Spec.Destination, desired.Spec.Destination) ||
+		!apiequality.Semantic.DeepEqual(live.Spec.IgnoreDifferences, desired.Spec.IgnoreDifferences) {
+		return v1alpha1.StepWriteChanged
+	}
+	return v1alpha1.StepWriteUnchanged
+}
+
+func hasResourcesFinalizer(app *argov1alpha1.Application) bool {
+	return slices.Contains(app.Finalizers, v1alpha1.ArgoResourcesFinalizer)
+}
+
+func applyOptions(manager string) metav1.PatchOptions {
+	force := true
+	return metav1.PatchOptions{FieldManager: manager, Force: &force}
+}
+
+func initiator(i argov1alpha1.OperationInitiator) string {
+	switch {
+	case i.Username != "":
+		return i.Username
+	case i.Automated:
+		return "automated sync"
+	}
+	return "unknown"
+}
+
+func outcomeMessage(outcome, stepWrite string) string {
+	switch outcome {
+	case bus.OutcomeWritten:
+		return "the Application's spec was written; Argo CD syncs it"
+	case bus.OutcomeRefreshed:
+		return "the Application's spec was already as planned; a refresh was requested"
+	case bus.OutcomeSyncStarted:
+		if stepWrite == v1alpha1.StepWriteChanged {
+			return "the Application's spec was written and its sync operation started"
+		}
+		return "the Application's spec was already as planned; its sync operation started"
+	}
+	return ""
+}
+
+func validateApply(cmd *bus.ApplyCommand) error {
+	var missing []string
+	for field, v := range map[string]string{"runtime": cmd.Runtime, "runtime_uid": cmd.RuntimeUID, "release": cmd.Release,
+		"plan_digest": cmd.PlanDigest, "step.id": cmd.Step.ID, "id": cmd.ID} {
+		if v == "" {
+			missing = append(missing, field)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("command %s lacks %v", cmd.ID, missing)
+	}
+	switch cmd.Action {
+	case v1alpha1.ActionInstall, v1alpha1.ActionUpgrade, v1alpha1.ActionApply:
+	default:
+		return fmt.Errorf("action %q: use Install, Upgrade or Apply (Remove is a RemoveCommand)", cmd.Action)
+	}
+	if cmd.EnginePolicy != "" && cmd.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2 {
+		return fmt.Errorf("engine_policy %q: this applier writes %s only", cmd.EnginePolicy, v1alpha1.EnginePolicyArgoCDV2)
+	}
+	return nil
+}
+
+func validateRemove(cmd *bus.RemoveCommand) error {
+	var missing []string
+	for field, v := range map[string]string{"runtime": cmd.Runtime, "runtime_uid": cmd.RuntimeUID, "release": cmd.Release,
+		"step.id": cmd.Step.ID, "step.rollout": cmd.Step.Rollout, "id": cmd.ID} {
+		if v == "" {
+			missing = append(missing, field)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("command %s lacks %v (a Remove belongs to an approved rollout step)", cmd.ID, missing)
+	}
+	return nil
+}
+
+func applyResult(cmd *bus.ApplyCommand, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+	return result(cmd.ID, cmd.Runtime, cmd.Release, cmd.Step, cmd.Action, outcome, reason, message, app)
+}
+
+func removeResult(cmd *bus.RemoveCommand, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+	return result(cmd.ID, cmd.Runtime, cmd.Release, cmd.Step, v1alpha1.ActionRemove, outcome, reason, message, app)
+}
+
+func result(id, runtime, release string, step bus.StepRef, action v1alpha1.StepAction, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+	r := &bus.ApplyResult{CommandID: id, Runtime: runtime, Release: release, Step: step, Action: action,
+		Outcome: outcome, Reason: reason, Message: message}
+	if app != nil {
+		r.UID, r.ResourceVersion = string(app.UID), app.ResourceVersion
+	}
+	return r
+}

@@ -1,0 +1,830 @@
+package appwriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+)
+
+// harness is a Writer on fakes, with one stored plan.
+type harness struct {
+	w    *Writer
+	apps *fakeApps
+	pub  *fakePublisher
+	plan *plan.Plan
+}
+
+func newHarness(t *testing.T, cms ...*corev1.ConfigMap) *harness {
+	t.Helper()
+	p, cm := testPlan(t, "hello")
+	objs := []runtime.Object{cm}
+	for _, c := range cms {
+		objs = append(objs, c)
+	}
+	h := &harness{apps: newFakeApps(t), pub: &fakePublisher{}, plan: p}
+	w, err := New(Config{
+		Apps:      h.apps,
+		Plans:     NewPlanCache(k8sfake.NewClientset(objs...).CoreV1().ConfigMaps(testOperatorNS), testOperatorNS),
+		Publisher: h.pub,
+		Settings:  testSettings(),
+	})
+	if err != nil {
+		t.Fatalf("new writer: %v", err)
+	}
+	h.w = w
+	return h
+}
+
+// apply runs one ApplyCommand and fails the test on an error.
+func (h *harness) apply(t *testing.T, cmd *bus.ApplyCommand) *bus.ApplyResult {
+	t.Helper()
+	res, err := h.w.Apply(context.Background(), cmd)
+	if err != nil {
+		t.Fatalf("apply %s: %v", cmd.ID, err)
+	}
+	return res
+}
+
+// ownedApp is an Application as the writer would have left it at step index.
+func (h *harness) ownedApp(t *testing.T, release string, index int32) *argov1alpha1.Application {
+	t.Helper()
+	h.apply(t, applyCmd(h.plan, release, index))
+	h.apps.writes()
+	return h.apps.live(release)
+}
+
+func annotations(app *argov1alpha1.Application, keys ...string) map[string]string {
+	out := map[string]string{}
+	for _, k := range keys {
+		if v, ok := app.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func verbs(calls []call) []string {
+	var out []string
+	for _, c := range calls {
+		v := c.Verb
+		if c.Verb == "patch" {
+			v = string(c.PatchType) + "/" + c.Manager
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+const (
+	applyVerb  = string(types.ApplyPatchType) + "/" + v1alpha1.FieldManager
+	removeVerb = string(types.ApplyPatchType) + "/" + RemoveFieldManager
+	mergeVerb  = string(types.MergePatchType) + "/" + v1alpha1.FieldManager
+)
+
+func TestApplyWrites(t *testing.T) {
+	stepKeys := []string{v1alpha1.AnnotationStep, v1alpha1.AnnotationStepWrite, v1alpha1.AnnotationRefreshFor, v1alpha1.AnnotationArgoRefresh}
+	tests := map[string]struct {
+		// setup runs before the command; it returns the command to run.
+		setup           func(t *testing.T, h *harness) *bus.ApplyCommand
+		wantOutcome     string
+		wantWrites      []string
+		wantAnnotations map[string]string
+	}{
+		"a new Application is created by one forced server-side apply and reported Written": {
+			setup:       func(t *testing.T, h *harness) *bus.ApplyCommand { return applyCmd(h.plan, "gpu-operator", 1) },
+			wantOutcome: bus.OutcomeWritten,
+			wantWrites:  []string{applyVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+		"a new step with the same spec is unchanged and asks Argo CD to refresh in a separate merge patch": {
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				return applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply })
+			},
+			wantOutcome: bus.OutcomeRefreshed,
+			wantWrites:  []string{applyVerb, mergeVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
+				v1alpha1.AnnotationRefreshFor: testRollout + "/2", v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
+			},
+		},
+		"a redelivered unchanged command does not ask for a second refresh after Argo CD took the first": {
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				cmd := applyCmd(h.plan, "gpu-operator", 2)
+				h.apply(t, cmd)
+				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { delete(a.Annotations, v1alpha1.AnnotationArgoRefresh) })
+				h.apps.writes()
+				return cmd
+			},
+			wantOutcome: bus.OutcomeRefreshed,
+			wantWrites:  []string{applyVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
+				v1alpha1.AnnotationRefreshFor: testRollout + "/2",
+			},
+		},
+		"a redelivered changed command keeps step-write changed although the spec now matches": {
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				cmd := applyCmd(h.plan, "gpu-operator", 1)
+				h.apply(t, cmd)
+				h.apps.writes()
+				return cmd
+			},
+			wantOutcome: bus.OutcomeWritten,
+			wantWrites:  []string{applyVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+		"new values are a changed write": {
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) {
+					a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"edited"}`)
+				})
+				return applyCmd(h.plan, "gpu-operator", 2)
+			},
+			wantOutcome: bus.OutcomeWritten,
+			wantWrites:  []string{applyVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+		"a changed destination is a changed write": {
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { a.Spec.Destination.Namespace = "elsewhere" })
+				return applyCmd(h.plan, "gpu-operator", 2)
+			},
+			wantOutcome: bus.OutcomeWritten,
+			wantWrites:  []string{applyVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+		"dropped ignoreDifferences are a changed write": {
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { a.Spec.IgnoreDifferences = nil })
+				return applyCmd(h.plan, "gpu-operator", 2)
+			},
+			wantOutcome: bus.OutcomeWritten,
+			wantWrites:  []string{applyVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			cmd := tc.setup(t, h)
+			res := h.apply(t, cmd)
+			if res.Outcome != tc.wantOutcome {
+				t.Errorf("outcome = %s (%s), want %s", res.Outcome, res.Message, tc.wantOutcome)
+			}
+			writes := h.apps.writes()
+			if diff := cmp.Diff(tc.wantWrites, verbs(writes)); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			for _, c := range writes {
+				if c.PatchType == types.ApplyPatchType {
+					if !c.Force {
+						t.Errorf("server-side apply without force: a hand edit by another manager would conflict")
+					}
+					if strings.Contains(c.Body, v1alpha1.AnnotationArgoRefresh) {
+						t.Errorf("applied manifest carries %s; it must be a separate patch", v1alpha1.AnnotationArgoRefresh)
+					}
+				}
+			}
+			live := h.apps.live(cmd.Release)
+			if diff := cmp.Diff(tc.wantAnnotations, annotations(live, stepKeys...)); diff != "" {
+				t.Errorf("step annotations (-want +got):\n%s", diff)
+			}
+			want, _ := appspec.Build(testSettings(), appspec.Input{Runtime: testRuntime, RuntimeUID: testRuntimeUID,
+				PlanDigest: h.plan.Digest(), Release: mustRelease(t, h.plan, cmd.Release), StepID: cmd.Step.ID, StepStarted: cmd.Step.Started})
+			if !appspec.EqualSource(want.Spec.Source, live.Spec.Source) || !appspec.EqualDestination(want.Spec.Destination, live.Spec.Destination) {
+				t.Errorf("live spec is not the planned one:\n%s", cmp.Diff(want.Spec, live.Spec))
+			}
+			if res.UID != string(live.UID) || res.ResourceVersion != live.ResourceVersion {
+				t.Errorf("result names %s@%s, live is %s@%s", res.UID, res.ResourceVersion, live.UID, live.ResourceVersion)
+			}
+		})
+	}
+}
+
+func mustRelease(t *testing.T, p *plan.Plan, name string) *plan.Release {
+	t.Helper()
+	r, ok := p.Release(name)
+	if !ok {
+		t.Fatalf("plan has no release %s", name)
+	}
+	return r
+}
+
+func TestApplyRefuses(t *testing.T) {
+	foreign := func(labels, annotations map[string]string) *argov1alpha1.Application {
+		return &argov1alpha1.Application{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Labels: labels, Annotations: annotations},
+			Spec:       argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/theirs"}},
+		}
+	}
+	tests := map[string]struct {
+		setup       func(t *testing.T, h *harness)
+		wantOutcome string
+		wantReason  string
+		wantMessage []string
+	}{
+		"an Application without the managed-by label is foreign": {
+			setup:       func(t *testing.T, h *harness) { h.apps.create(foreign(nil, nil)) },
+			wantOutcome: bus.OutcomeForeign,
+			wantReason:  v1alpha1.ReasonForeignObject,
+			wantMessage: []string{`label app.kubernetes.io/managed-by is missing (want "aicr-operator")`, `annotation operator.aicr.run/runtime-uid is missing`},
+		},
+		"an Application managed by another tool is foreign": {
+			setup: func(t *testing.T, h *harness) {
+				h.apps.create(foreign(map[string]string{v1alpha1.LabelManagedBy: "Helm"}, map[string]string{v1alpha1.AnnotationRuntimeUID: testRuntimeUID}))
+			},
+			wantOutcome: bus.OutcomeForeign,
+			wantReason:  v1alpha1.ReasonForeignObject,
+			wantMessage: []string{`label app.kubernetes.io/managed-by is "Helm" (want "aicr-operator")`},
+		},
+		"an Application of another runtime (UID) is foreign": {
+			setup: func(t *testing.T, h *harness) {
+				h.apps.create(foreign(map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}, map[string]string{v1alpha1.AnnotationRuntimeUID: "other-uid"}))
+			},
+			wantOutcome: bus.OutcomeForeign,
+			wantReason:  v1alpha1.ReasonForeignObject,
+			wantMessage: []string{`annotation operator.aicr.run/runtime-uid is "other-uid" (want "` + testRuntimeUID + `")`},
+		},
+		"an owned Application carrying the resources finalizer outside a Remove step is blocked": {
+			setup: func(t *testing.T, h *harness) {
+				h.ownedApp(t, "gpu-operator", 1)
+				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} })
+			},
+			wantOutcome: bus.OutcomeBlocked,
+			wantReason:  bus.ResultReasonFinalizerPresent,
+			wantMessage: []string{v1alpha1.ArgoResourcesFinalizer, v1alpha1.AnnotationDeleteRollout},
+		},
+		"a command for a plan that is not stored fails with PlanUnreadable": {
+			wantOutcome: bus.OutcomeFailed,
+			wantReason:  bus.ResultReasonPlanUnreadable,
+			wantMessage: []string{"aicr-plan-0000", "not found"},
+		},
+		"a command for a release the plan lacks fails with PlanUnreadable": {
+			wantOutcome: bus.OutcomeFailed,
+			wantReason:  bus.ResultReasonPlanUnreadable,
+			wantMessage: []string{`has no release "no-such-release"`},
+		},
+		"a command without a runtime UID fails with InvalidCommand": {
+			wantOutcome: bus.OutcomeFailed,
+			wantReason:  bus.ResultReasonInvalidCommand,
+			wantMessage: []string{"runtime_uid"},
+		},
+		"a command under an unknown engine policy fails with InvalidCommand": {
+			wantOutcome: bus.OutcomeFailed,
+			wantReason:  bus.ResultReasonInvalidCommand,
+			wantMessage: []string{`engine_policy "argocd.v1"`, v1alpha1.EnginePolicyArgoCDV2},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			if tc.setup != nil {
+				tc.setup(t, h)
+			}
+			before := h.apps.live("gpu-operator")
+			h.apps.writes()
+			cmd := applyCmd(h.plan, "gpu-operator", 2)
+			switch {
+			case strings.Contains(name, "not stored"):
+				cmd.PlanDigest = "sha256:" + strings.Repeat("0", 64)
+			case strings.Contains(name, "release the plan lacks"):
+				cmd.Release = "no-such-release"
+			case strings.Contains(name, "runtime UID"):
+				cmd.RuntimeUID = ""
+			case strings.Contains(name, "engine policy"):
+				cmd.EnginePolicy = "argocd.v1"
+			}
+			res := h.apply(t, cmd)
+			if res.Outcome != tc.wantOutcome || res.Reason != tc.wantReason {
+				t.Errorf("result = %s/%s (%s), want %s/%s", res.Outcome, res.Reason, res.Message, tc.wantOutcome, tc.wantReason)
+			}
+			for _, s := range tc.wantMessage {
+				if !strings.Contains(res.Message, s) {
+					t.Errorf("message %q does not say %q", res.Message, s)
+				}
+			}
+			if w := h.apps.writes(); len(w) > 0 {
+				t.Errorf("writes = %v, want none", verbs(w))
+			}
+			if diff := cmp.Diff(before, h.apps.live("gpu-operator")); diff != "" {
+				t.Errorf("the Application changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplyTransientErrorIsRetried(t *testing.T) {
+	h := newHarness(t)
+	h.apps.fail = func(verb string, c call) error {
+		if verb == "patch" {
+			return apierrors.NewTooManyRequests("slow down", 1)
+		}
+		return nil
+	}
+	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, "gpu-operator", 1))
+	if err == nil {
+		t.Fatal("Apply succeeded; want the API error back")
+	}
+	var notYet *bus.NotYetError
+	if bus.IsTerminal(err) || errors.As(err, &notYet) {
+		t.Errorf("error %v is terminal or not-yet; want a plain error the dispatcher retries with backoff", err)
+	}
+	if !strings.Contains(err.Error(), "apply application argocd/gpu-operator") {
+		t.Errorf("error %q does not name the write", err)
+	}
+}
+
+func TestApplyRejectedObjectFails(t *testing.T) {
+	h := newHarness(t)
+	h.apps.fail = func(verb string, c call) error {
+		if verb == "patch" {
+			return apierrors.NewInvalid(schema.GroupKind{Group: "argoproj.io", Kind: "Application"}, "gpu-operator",
+				field.ErrorList{field.Invalid(field.NewPath("spec", "project"), "aicr", "project does not exist")})
+		}
+		return nil
+	}
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 1))
+	if res.Outcome != bus.OutcomeFailed || res.Reason != bus.ResultReasonApplicationRejected || !strings.Contains(res.Message, "spec.project") {
+		t.Errorf("result = %s/%s %q; want Failed/%s naming spec.project", res.Outcome, res.Reason, res.Message, bus.ResultReasonApplicationRejected)
+	}
+}
+
+func TestApplyDeletingApplicationWaits(t *testing.T) {
+	h := newHarness(t)
+	h.ownedApp(t, "gpu-operator", 1)
+	h.apps.update("gpu-operator", func(a *argov1alpha1.Application) {
+		a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
+		a.Annotations[v1alpha1.AnnotationDeleteRollout] = testRollout
+	})
+	if err := h.apps.Delete(context.Background(), "gpu-operator", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	h.apps.writes()
+	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, "gpu-operator", 2))
+	var notYet *bus.NotYetError
+	if !errors.As(err, &notYet) {
+		t.Fatalf("Apply = %v; want NotYet while the Application is being deleted", err)
+	}
+	if w := h.apps.writes(); len(w) > 0 {
+		t.Errorf("writes = %v, want none", verbs(w))
+	}
+}
+
+func TestApplySuspendEngineWritesAutomatedSyncOff(t *testing.T) {
+	h := newHarness(t)
+	h.apply(t, applyCmd(h.plan, "gpu-operator", 1, func(c *bus.ApplyCommand) { c.SuspendEngine = true }))
+	live := h.apps.live("gpu-operator")
+	auto := live.Spec.SyncPolicy.Automated
+	if auto == nil || auto.Enabled == nil || *auto.Enabled {
+		t.Errorf("automated = %+v; want enabled: false", auto)
+	}
+	if live.Annotations[v1alpha1.AnnotationEngineSuspended] != "true" {
+		t.Errorf("annotation %s missing", v1alpha1.AnnotationEngineSuspended)
+	}
+	// Resuming writes it back on.
+	h.apply(t, applyCmd(h.plan, "gpu-operator", 2))
+	live = h.apps.live("gpu-operator")
+	if auto := live.Spec.SyncPolicy.Automated; auto.Enabled == nil || !*auto.Enabled {
+		t.Errorf("automated after resuming = %+v; want enabled: true", auto)
+	}
+	if _, ok := live.Annotations[v1alpha1.AnnotationEngineSuspended]; ok {
+		t.Errorf("annotation %s kept after resuming", v1alpha1.AnnotationEngineSuspended)
+	}
+}
+
+// TestApplyForcesHandEditBack: another field manager's edit of a field the operator applies
+// is taken back by the next write (fixtures scenario 10: an unforced apply would conflict).
+func TestApplyForcesHandEditBack(t *testing.T) {
+	h := newHarness(t)
+	h.ownedApp(t, "gpu-operator", 1)
+	force := true
+	edit := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"gpu-operator","namespace":"argocd"},` +
+		`"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`
+	if _, err := h.apps.Patch(context.Background(), "gpu-operator", types.ApplyPatchType, []byte(edit), metav1.PatchOptions{FieldManager: "kubectl-edit", Force: &force}); err != nil {
+		t.Fatalf("hand edit: %v", err)
+	}
+	if e := h.apps.live("gpu-operator").Spec.SyncPolicy.Automated.Enabled; e == nil || *e {
+		t.Fatalf("hand edit did not land: enabled = %v", e)
+	}
+	h.apps.writes()
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply; c.Force = true }))
+	if res.Outcome != bus.OutcomeRefreshed {
+		t.Errorf("outcome = %s; want Refreshed (source, destination and ignoreDifferences were untouched)", res.Outcome)
+	}
+	live := h.apps.live("gpu-operator")
+	if e := live.Spec.SyncPolicy.Automated.Enabled; e == nil || !*e {
+		t.Errorf("automated.enabled = %v after the operator's write; want true", e)
+	}
+	managers := map[string]bool{}
+	for _, mf := range live.ManagedFields {
+		managers[mf.Manager] = true
+	}
+	if !managers[v1alpha1.FieldManager] {
+		t.Errorf("managedFields lack %s: %v", v1alpha1.FieldManager, managers)
+	}
+}
+
+func TestApplyAbandonedRemoveIsUndone(t *testing.T) {
+	h := newHarness(t)
+	app := h.ownedApp(t, "gpu-operator", 1)
+	body, err := removeManifest("gpu-operator", testEngineNS, testRollout, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	force := true
+	if _, err := h.apps.Patch(context.Background(), app.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: RemoveFieldManager, Force: &force}); err != nil {
+		t.Fatalf("prepare remove: %v", err)
+	}
+	h.apps.writes()
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2))
+	if res.Outcome == bus.OutcomeBlocked {
+		t.Fatalf("outcome Blocked; an Application marked by a Remove step carries delete-rollout and must be written")
+	}
+	live := h.apps.live("gpu-operator")
+	if len(live.Finalizers) != 0 || live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
+		t.Errorf("finalizers %v, delete-rollout %q; want both gone so deleting the Application keeps the stack",
+			live.Finalizers, live.Annotations[v1alpha1.AnnotationDeleteRollout])
+	}
+	// the spec did not change, so the step also asks for a refresh
+	if diff := cmp.Diff([]string{applyVerb, removeVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}
+
+func TestApplyReadinessReleaseSync(t *testing.T) {
+	const gate = "gpu-readiness"
+	stepID := func(i int32) string { return testRollout + "/" + string(rune('0'+i)) }
+	running := func(by argov1alpha1.OperationInitiator, info ...*argov1alpha1.Info) func(*argov1alpha1.Application) {
+		return func(a *argov1alpha1.Application) {
+			a.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationRunning,
+				Operation: argov1alpha1.Operation{InitiatedBy: by, Info: info}, StartedAt: metav1.Now()}
+		}
+	}
+	tests := map[string]struct {
+		// argo changes the stored Application before the command runs (nil: nothing).
+		argo        func(*argov1alpha1.Application)
+		wantNotYet  bool
+		wantOutcome string
+		wantSync    bool
+	}{
+		"a readiness release without an operation gets our sync operation": {
+			wantOutcome: bus.OutcomeSyncStarted, wantSync: true,
+		},
+		"a finished operation of an earlier step does not stop the sync": {
+			argo: func(a *argov1alpha1.Application) {
+				a.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationSucceeded,
+					Operation: argov1alpha1.Operation{Info: []*argov1alpha1.Info{{Name: appspec.StepInfoName, Value: stepID(1)}}}}
+			},
+			wantOutcome: bus.OutcomeSyncStarted, wantSync: true,
+		},
+		"an automated sync still running is waited for": {
+			argo:       running(argov1alpha1.OperationInitiator{Automated: true}),
+			wantNotYet: true,
+		},
+		"an operation set but not yet picked up by Argo CD is waited for": {
+			argo: func(a *argov1alpha1.Application) {
+				a.Operation = &argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Username: "admin"}, Sync: &argov1alpha1.SyncOperation{}}
+			},
+			wantNotYet: true,
+		},
+		"our sync of this step, already running, is not started twice": {
+			argo:        running(argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}, &argov1alpha1.Info{Name: appspec.StepInfoName, Value: stepID(2)}),
+			wantOutcome: bus.OutcomeSyncStarted,
+		},
+		"our sync of this step, still pending in .operation, is not started twice": {
+			argo: func(a *argov1alpha1.Application) {
+				a.Operation = appspec.SyncOperation(a, stepID(2))
+			},
+			wantOutcome: bus.OutcomeSyncStarted,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.ownedApp(t, gate, 1)
+			h.apps.update(gate, func(a *argov1alpha1.Application) {
+				a.Operation = nil
+				a.Status.OperationState = nil
+				if tc.argo != nil {
+					tc.argo(a)
+				}
+			})
+			before := h.apps.live(gate)
+			h.apps.writes()
+			res, err := h.w.Apply(context.Background(), applyCmd(h.plan, gate, 2))
+			var notYet *bus.NotYetError
+			if tc.wantNotYet {
+				if !errors.As(err, &notYet) {
+					t.Fatalf("Apply = %v, %v; want NotYet", res, err)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("Apply: %v", err)
+				}
+				if res.Outcome != tc.wantOutcome {
+					t.Errorf("outcome = %s, want %s", res.Outcome, tc.wantOutcome)
+				}
+			}
+			var syncs []call
+			for _, c := range h.apps.writes() {
+				if c.PatchType == types.MergePatchType && strings.Contains(c.Body, `"operation"`) {
+					syncs = append(syncs, c)
+				}
+			}
+			if !tc.wantSync {
+				if len(syncs) > 0 {
+					t.Errorf("sync operation written: %s", syncs[0].Body)
+				}
+				if diff := cmp.Diff(before.Operation, h.apps.live(gate).Operation); diff != "" {
+					t.Errorf("operation changed (-before +after):\n%s", diff)
+				}
+				return
+			}
+			if len(syncs) != 1 {
+				t.Fatalf("sync patches = %d, want 1", len(syncs))
+			}
+			var patch struct {
+				Metadata struct {
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"metadata"`
+				Operation *argov1alpha1.Operation `json:"operation"`
+				Status    map[string]any          `json:"status"`
+			}
+			if err := json.Unmarshal([]byte(syncs[0].Body), &patch); err != nil {
+				t.Fatalf("decode sync patch: %v", err)
+			}
+			if patch.Metadata.ResourceVersion == "" {
+				t.Errorf("sync patch is not guarded by resourceVersion")
+			}
+			if v, ok := patch.Status["operationState"]; !ok || v != nil {
+				t.Errorf("sync patch status = %v; want operationState: null in the same patch", patch.Status)
+			}
+			live := h.apps.live(gate)
+			op := live.Operation
+			if op == nil || op.Sync == nil {
+				t.Fatalf("no sync operation on the Application")
+			}
+			if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, stepID(2)) {
+				t.Errorf("operation initiatedBy %+v info %v; want %s and %s=%s", op.InitiatedBy, op.Info, v1alpha1.FieldManager, appspec.StepInfoName, stepID(2))
+			}
+			if diff := cmp.Diff(appspec.SyncOptions(), op.Sync.SyncOptions); diff != "" {
+				t.Errorf("operation syncOptions (-want +got):\n%s", diff)
+			}
+			if op.Sync.Revision != live.Spec.Source.TargetRevision {
+				t.Errorf("operation revision %s, want %s", op.Sync.Revision, live.Spec.Source.TargetRevision)
+			}
+			if live.Status.OperationState != nil {
+				t.Errorf("operationState kept: %+v", live.Status.OperationState)
+			}
+		})
+	}
+}
+
+// TestApplySyncDoesNotClobberAnOperationStartedMeanwhile: Argo CD starts an automated sync
+// between the writer's read and its sync patch; the resourceVersion guard makes the writer read
+// again and wait instead of replacing it.
+func TestApplySyncDoesNotClobberAnOperationStartedMeanwhile(t *testing.T) {
+	const gate = "gpu-readiness"
+	h := newHarness(t)
+	h.ownedApp(t, gate, 1)
+	h.apps.update(gate, func(a *argov1alpha1.Application) { a.Operation = nil })
+	h.apps.writes()
+	fired := false
+	h.apps.before = func(verb string, c call) {
+		if fired || c.PatchType != types.MergePatchType || !strings.Contains(c.Body, `"operation"`) {
+			return
+		}
+		fired = true
+		h.apps.update(gate, func(a *argov1alpha1.Application) {
+			a.Operation = &argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}, Sync: &argov1alpha1.SyncOperation{Revision: "x"}}
+		})
+	}
+	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, gate, 2))
+	var notYet *bus.NotYetError
+	if !errors.As(err, &notYet) {
+		t.Fatalf("Apply = %v; want NotYet after the guarded patch conflicted", err)
+	}
+	if op := h.apps.live(gate).Operation; op == nil || !op.InitiatedBy.Automated {
+		t.Errorf("operation = %+v; want Argo CD's automated one untouched", op)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	tests := map[string]struct {
+		setup       func(t *testing.T, h *harness) *bus.RemoveCommand
+		wantNotYet  bool
+		wantOutcome string
+		wantReason  string
+		wantWrites  []string
+		// wantLive says whether an Application named gpu-operator exists afterwards, and
+		// wantUID which one (when set).
+		wantLive bool
+	}{
+		"an Application already gone is Removed": {
+			setup:       func(t *testing.T, h *harness) *bus.RemoveCommand { return removeCmd("gpu-operator", 9) },
+			wantOutcome: bus.OutcomeRemoved,
+		},
+		"an owned Application gets the annotation and finalizer, then a UID-guarded delete, and the step waits": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				return removeCmd("gpu-operator", 9)
+			},
+			wantNotYet: true,
+			wantWrites: []string{removeVerb, "delete"},
+			wantLive:   true, // Argo CD holds it with the finalizer while it deletes the resources
+		},
+		"a redelivery while Argo CD deletes the resources only waits": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				cmd := removeCmd("gpu-operator", 9)
+				if _, err := h.w.Remove(context.Background(), cmd); err == nil {
+					t.Fatalf("first Remove did not wait")
+				}
+				h.apps.writes()
+				return cmd
+			},
+			wantNotYet: true,
+			wantLive:   true,
+		},
+		"once Argo CD finished, the redelivery reports Removed": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				cmd := removeCmd("gpu-operator", 9)
+				_, _ = h.w.Remove(context.Background(), cmd)
+				h.apps.remove("gpu-operator")
+				h.apps.writes()
+				return cmd
+			},
+			wantOutcome: bus.OutcomeRemoved,
+		},
+		"a foreign Application is never deleted": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.apps.create(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}})
+				return removeCmd("gpu-operator", 9)
+			},
+			wantOutcome: bus.OutcomeForeign,
+			wantReason:  v1alpha1.ReasonForeignObject,
+			wantLive:    true,
+		},
+		"a namesake recreated between the read and the delete survives": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				h.apps.before = func(verb string, c call) {
+					if verb != "delete" {
+						return
+					}
+					h.apps.before = nil
+					h.apps.remove("gpu-operator")
+					h.apps.create(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator",
+						Labels: map[string]string{v1alpha1.LabelManagedBy: "someone"}}})
+				}
+				return removeCmd("gpu-operator", 9)
+			},
+			wantOutcome: bus.OutcomeForeign,
+			wantReason:  v1alpha1.ReasonForeignObject,
+			wantWrites:  []string{removeVerb, "delete"},
+			wantLive:    true,
+		},
+		"an owned namesake of another UID than the step's is left alone": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				return removeCmd("gpu-operator", 9, func(c *bus.RemoveCommand) { c.UID = "uid-of-the-old-one" })
+			},
+			wantOutcome: bus.OutcomeFailed,
+			wantReason:  bus.ResultReasonRecreated,
+			wantLive:    true,
+		},
+		"a Remove outside a rollout is an invalid command": {
+			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				return removeCmd("gpu-operator", 9, func(c *bus.RemoveCommand) { c.Step.Rollout = "" })
+			},
+			wantOutcome: bus.OutcomeFailed,
+			wantReason:  bus.ResultReasonInvalidCommand,
+			wantLive:    true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			cmd := tc.setup(t, h)
+			res, err := h.w.Remove(context.Background(), cmd)
+			var notYet *bus.NotYetError
+			switch {
+			case tc.wantNotYet:
+				if !errors.As(err, &notYet) {
+					t.Fatalf("Remove = %+v, %v; want NotYet", res, err)
+				}
+			case err != nil:
+				t.Fatalf("Remove: %v", err)
+			default:
+				if res.Outcome != tc.wantOutcome || res.Reason != tc.wantReason {
+					t.Errorf("result = %s/%s (%s), want %s/%s", res.Outcome, res.Reason, res.Message, tc.wantOutcome, tc.wantReason)
+				}
+				if res.Action != v1alpha1.ActionRemove {
+					t.Errorf("action = %s, want Remove", res.Action)
+				}
+			}
+			writes := h.apps.writes()
+			if diff := cmp.Diff(tc.wantWrites, verbs(writes)); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			for _, c := range writes {
+				if c.Verb == "delete" && c.UID == "" {
+					t.Errorf("delete without a UID precondition")
+				}
+			}
+			live := h.apps.live("gpu-operator")
+			if (live != nil) != tc.wantLive {
+				t.Fatalf("Application exists = %v, want %v", live != nil, tc.wantLive)
+			}
+			if tc.wantNotYet && live != nil {
+				if live.DeletionTimestamp == nil || live.Annotations[v1alpha1.AnnotationDeleteRollout] != testRollout || !hasResourcesFinalizer(live) {
+					t.Errorf("deleting %v, delete-rollout %q, finalizers %v; want a deletion held by the resources finalizer",
+						live.DeletionTimestamp, live.Annotations[v1alpha1.AnnotationDeleteRollout], live.Finalizers)
+				}
+			}
+		})
+	}
+}
+
+func TestHandlePublishesOneResultPerCommand(t *testing.T) {
+	h := newHarness(t)
+	cmd := applyCmd(h.plan, "gpu-operator", 1)
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &bus.Message{Subject: bus.ApplySubject(testRuntime, "gpu-operator"), Type: bus.TypeApplyCommand, ID: cmd.ID, Data: data, Delivered: 1}
+	for range 2 { // a redelivery publishes the same result ID, which JetStream drops
+		if err := h.w.HandleApply(context.Background(), msg); err != nil {
+			t.Fatalf("HandleApply: %v", err)
+		}
+	}
+	want := []published{{Subject: "aicr.v1.evt.applied.cluster.gpu-operator", ID: cmd.ID + "/result"}, {Subject: "aicr.v1.evt.applied.cluster.gpu-operator", ID: cmd.ID + "/result"}}
+	got := make([]published, len(h.pub.sent))
+	for i, p := range h.pub.sent {
+		got[i] = published{Subject: p.Subject, ID: p.ID}
+		if p.Result.CommandID != cmd.ID || p.Result.Step != cmd.Step || p.Result.Outcome != bus.OutcomeWritten {
+			t.Errorf("result %d = %+v", i, p.Result)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("published (-want +got):\n%s", diff)
+	}
+
+	h.pub.err = errors.New("nats: timeout")
+	if err := h.w.HandleApply(context.Background(), msg); err == nil || bus.IsTerminal(err) {
+		t.Errorf("HandleApply with a failing publisher = %v; want a retryable error", err)
+	}
+	bad := &bus.Message{Type: bus.TypeApplyCommand, Data: []byte(`{"type":"aicr.v1.ApplyCommand","step":7}`)}
+	if err := h.w.HandleApply(context.Background(), bad); !bus.IsTerminal(err) {
+		t.Errorf("HandleApply of an undecodable command = %v; want a terminal error", err)
+	}
+}
+
+func TestHandleRemovePublishes(t *testing.T) {
+	h := newHarness(t)
+	cmd := removeCmd("gpu-operator", 3)
+	data, _ := json.Marshal(cmd)
+	if err := h.w.HandleRemove(context.Background(), &bus.Message{Type: bus.TypeRemoveCommand, Data: data}); err != nil {
+		t.Fatalf("HandleRemove: %v", err)
+	}
+	if len(h.pub.sent) != 1 || h.pub.sent[0].Result.Outcome != bus.OutcomeRemoved || h.pub.sent[0].ID != cmd.ID+"/result" {
+		t.Errorf("published %+v; want one Removed result", h.pub.sent)
+	}
+}
