@@ -18,16 +18,21 @@ const (
 	eventTimeout = 5 * time.Second
 )
 
-// event records a core/v1 Event on the ClusterRuntime, in the operator namespace (the
-// runtime is cluster-scoped and the planner may write Events only there). A failure is logged
-// and otherwise ignored.
+// EventNamespace is where Events about a ClusterRuntime go. The API server accepts an Event
+// about a cluster-scoped object only in "default" (or kube-system), and that is where
+// `kubectl describe clusterruntime` finds them; the chart grants the planner create on Events
+// there (see docs/planner.md).
+const EventNamespace = "default"
+
+// event records a core/v1 Event on the ClusterRuntime. A failure is logged and otherwise
+// ignored: Events are news, never a reason to stop a decision.
 func (c *Controller) event(ctx context.Context, rt *v1alpha1.ClusterRuntime, typ, reason, msg string) {
 	if len(msg) > 1024 {
 		msg = msg[:1021] + "..."
 	}
 	now := metav1.NewTime(c.cfg.Clock.Now())
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: rt.Name + ".", Namespace: c.cfg.Namespace},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: rt.Name + ".", Namespace: EventNamespace},
 		InvolvedObject: corev1.ObjectReference{
 			APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "ClusterRuntime",
 			Name: rt.Name, UID: rt.UID, ResourceVersion: rt.ResourceVersion,

@@ -329,6 +329,24 @@ func TestRolloutThroughTheBus(t *testing.T) {
 	if r.Labels[v1alpha1.LabelOutcome] != v1alpha1.OutcomeSucceeded || r.Spec.FromDigest != firstDigest || r.Spec.ToDigest != got.Status.ActivePlan {
 		t.Errorf("rollout %s: outcome label %q, from %s, to %s", name, r.Labels[v1alpha1.LabelOutcome], r.Spec.FromDigest, r.Spec.ToDigest)
 	}
+
+	// Drift with no rollout in flight: forced back at once, with FieldOwnershipOverridden.
+	drift := &bus.DriftReport{Runtime: "cluster", Release: "nfd", PlanDigest: got.Status.ActivePlan,
+		Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{"spec.syncPolicy.automated.enabled"}, ResourceVersion: "4242"}
+	if err := h.pub.Publish(ctx, bus.DriftSubject("cluster", "nfd"), "drift/nfd/4242", drift); err != nil {
+		t.Fatal(err)
+	}
+	c = h.mustNext()
+	if c.apply == nil || c.release != "nfd" || !c.apply.Force || c.apply.PlanDigest != got.Status.ActivePlan || !strings.HasPrefix(c.step.ID, "repair/") {
+		t.Fatalf("repair command %+v", c.apply)
+	}
+	err = testenv.WaitFor(ctx, statusTimeout, "event FieldOwnershipOverridden", func(ctx context.Context) (bool, error) {
+		evs, err := h.core.CoreV1().Events(EventNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + v1alpha1.EventFieldOwnershipOverridden})
+		return err == nil && len(evs.Items) > 0, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (h *harness) setApproval(name, by string) {
