@@ -122,4 +122,3 @@ func TestPlanCacheIsBounded(t *testing.T) {
 		t.Errorf("the oldest plan is still cached")
 	}
 }
-
