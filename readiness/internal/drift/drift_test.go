@@ -1,0 +1,181 @@
+package drift
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+)
+
+// The release of scenario 10 in the fixtures (testdata/ holds the recorded spec and
+// managedFields): fx-web 1.0.0 with message v1 and 2 replicas into fx-drift.
+var (
+	settings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "127.0.0.1:25000"}
+	release  = plan.Release{
+		Name: "fx-drift", Namespace: "fx-drift",
+		Chart:     plan.ChartRef{Path: "charts/fx-web", Digest: "sha256:4c3db97306cbd0cad510ff970663aa0aa064d31816d84d5e6397aec4fdfb3d50"},
+		DependsOn: []string{"cert-manager"},
+		Values:    map[string]any{"message": "v1", "replicas": json.Number("2")},
+	}
+)
+
+func desired(t *testing.T, suspend bool) *argov1alpha1.Application {
+	t.Helper()
+	r := release
+	app, err := appspec.Build(settings, appspec.Input{
+		Runtime: "cluster", RuntimeUID: "uid-1", PlanDigest: "sha256:plan", Release: &r,
+		StepID: "r-1/3", StepStarted: time.Date(2026, 11, 30, 4, 45, 0, 0, time.UTC), SuspendEngine: suspend,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// recorded loads a recorded spec (or nil for the desired one) and managedFields from testdata.
+func recorded(t *testing.T, specFile, fieldsFile string) option {
+	t.Helper()
+	return func(a *argov1alpha1.Application) {
+		if specFile != "" {
+			a.Spec = argov1alpha1.ApplicationSpec{}
+			load(t, specFile, &a.Spec)
+		}
+		a.ManagedFields = nil
+		load(t, fieldsFile, &a.ManagedFields)
+	}
+}
+
+func load(t *testing.T, name string, into any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		t.Fatalf("decode %s: %v", name, err)
+	}
+}
+
+type option func(*argov1alpha1.Application)
+
+func TestDetect(t *testing.T) {
+	tests := map[string]struct {
+		suspended bool
+		change    []option
+		want      Report
+	}{
+		"the Application as written has no drift": {},
+		"someone else's forced apply of a value: Values, owned by them": {
+			// 10: someone-else applied valuesObject.message with --force-conflicts.
+			change: []option{recorded(t, "10-spec-after-hand-apply.json", "10-managedFields-after-hand-apply.json")},
+			want: Report{
+				Kinds:    []string{bus.DriftValues},
+				Fields:   []string{".spec.source.helm.valuesObject.message"},
+				Managers: []string{"someone-else"},
+			},
+		},
+		"kubectl patch turning automated sync off and editing a value: AutoSyncDisabled and Values": {
+			change: []option{recorded(t, "", "10-managedFields-after-patches.json"), func(a *argov1alpha1.Application) {
+				no := false
+				a.Spec.SyncPolicy.Automated.Enabled = &no
+				a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"hand-edited-2","replicas":2}`)
+			}},
+			want: Report{
+				Kinds:    []string{bus.DriftAutoSyncDisabled, bus.DriftValues},
+				Fields:   []string{".spec.source.helm.valuesObject.message", ".spec.syncPolicy.automated.enabled"},
+				Managers: []string{"kubectl-patch"},
+			},
+		},
+		"after the operator's forced re-apply, a field co-owned with the same value is no drift": {
+			change: []option{recorded(t, "10-spec-after-operator-reapply.json", "10-managedFields-after-operator-reapply.json")},
+		},
+		"the controller owning status and a removed refresh annotation is no drift": {
+			change: []option{recorded(t, "", "04-managedFields-after-refresh.json")},
+		},
+		"a hand-edited digest is Source drift": {
+			change: []option{func(a *argov1alpha1.Application) { a.Spec.Source.TargetRevision = "sha256:feed" }},
+			want:   Report{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.targetRevision"}},
+		},
+		"an added second source is Source drift": {
+			change: []option{func(a *argov1alpha1.Application) {
+				a.Spec.Sources = argov1alpha1.ApplicationSources{*a.Spec.Source.DeepCopy()}
+			}},
+			want: Report{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.sources"}},
+		},
+		"another destination namespace is Destination drift": {
+			change: []option{func(a *argov1alpha1.Application) { a.Spec.Destination.Namespace = "elsewhere" }},
+			want:   Report{Kinds: []string{bus.DriftDestination}, Fields: []string{".spec.destination.namespace"}},
+		},
+		"automated sync removed entirely is AutoSyncDisabled": {
+			change: []option{func(a *argov1alpha1.Application) { a.Spec.SyncPolicy.Automated = nil }},
+			want:   Report{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
+		},
+		"automated sync off under suspendEngine is what was written": {
+			suspended: true,
+			change: []option{func(a *argov1alpha1.Application) {
+				a.Annotations[v1alpha1.AnnotationEngineSuspended] = "true"
+				no := false
+				a.Spec.SyncPolicy.Automated.Enabled = &no
+			}},
+		},
+		"a changed sync option is Other drift": {
+			change: []option{func(a *argov1alpha1.Application) { a.Spec.SyncPolicy.SyncOptions = argov1alpha1.SyncOptions{"CreateNamespace=true"} }},
+			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
+		},
+		"a removed ignoreDifferences entry is Other drift": {
+			change: []option{func(a *argov1alpha1.Application) { a.Spec.IgnoreDifferences = a.Spec.IgnoreDifferences[:2] }},
+			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.ignoreDifferences"}},
+		},
+		"an edited depends-on annotation and runtime label are Other drift": {
+			change: []option{func(a *argov1alpha1.Application) {
+				a.Annotations[v1alpha1.AnnotationDependsOn] = ""
+				a.Labels[v1alpha1.LabelRuntime] = "other"
+			}},
+			want: Report{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDependsOn, ".metadata.labels." + v1alpha1.LabelRuntime}},
+		},
+		"the step, refresh and Argo CD annotations are not drift": {
+			change: []option{func(a *argov1alpha1.Application) {
+				a.Annotations[v1alpha1.AnnotationStep] = "r-2/1"
+				a.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteUnchanged
+				a.Annotations[v1alpha1.AnnotationRefreshFor] = "r-2/1"
+				a.Annotations[v1alpha1.AnnotationArgoRefresh] = v1alpha1.ArgoRefreshNormal
+			}},
+		},
+		"the resources finalizer added by hand is FinalizerAdded": {
+			change: []option{func(a *argov1alpha1.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} }},
+			want:   Report{Kinds: []string{bus.DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
+		},
+		"the resources finalizer during an approved Remove step is no drift": {
+			change: []option{func(a *argov1alpha1.Application) {
+				a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
+				a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9"
+				a.Spec.Destination.Namespace = "anything"
+			}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			want := desired(t, tc.suspended)
+			live := want.DeepCopy()
+			live.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+			for _, c := range tc.change {
+				c(live)
+			}
+			got := Detect(live, want)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("drift (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
