@@ -128,7 +128,7 @@ func rules(t testing.TB, o *unstructured.Unstructured) []map[string]any {
 func TestChartLint(t *testing.T) {
 	helm := tool(t, "helm", "hack/tools.sh ensure helm")
 	for name, set := range map[string][]string{
-		"defaults with a repository":     {"registry.repository=registry.example.com/aicr"},
+		"defaults with a repository":        {"registry.repository=registry.example.com/aicr"},
 		"aws, clustered NATS, cert-manager": {"registry.repository=123456789012.dkr.ecr.us-east-1.amazonaws.com/aicr", "registry.auth.mode=aws", "nats.replicas=3", "certManager.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -290,9 +290,9 @@ func TestChartTemplates(t *testing.T) {
 		want string
 	}{
 		"without registry.repository the chart says what to set": {nil, "registry.repository is required"},
-		"an unknown registry.auth is refused":                     {[]string{"registry.repository=r.example.com/a", "registry.auth=gcp"}, "registry/auth"},
-		"two NATS servers cannot form a quorum":                   {[]string{"registry.repository=r.example.com/a", "nats.replicas=2"}, "nats/replicas"},
-		"a misspelt value is refused":                             {[]string{"registry.repository=r.example.com/a", "engine.namspace=x"}, "namspace"},
+		"an unknown registry.auth is refused":                    {[]string{"registry.repository=r.example.com/a", "registry.auth=gcp"}, "registry/auth"},
+		"two NATS servers cannot form a quorum":                  {[]string{"registry.repository=r.example.com/a", "nats.replicas=2"}, "nats/replicas"},
+		"a misspelt value is refused":                            {[]string{"registry.repository=r.example.com/a", "engine.namspace=x"}, "namspace"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, "aicr-operator", releaseNamespace, tc.set...)
