@@ -121,7 +121,9 @@ func (o *Options) Validate() error {
 	if o.KubeQPS <= 0 || o.KubeBurst <= 0 {
 		errs = append(errs, "--kube-qps and --kube-burst must be positive")
 	}
-	for flagName, addr := range map[string]string{"--health-addr": o.HealthAddr, "--metrics-addr": o.MetricsAddr} {
+	// In flag order, so the message is the same on every run.
+	for _, f := range []struct{ flagName, addr string }{{"--health-addr", o.HealthAddr}, {"--metrics-addr", o.MetricsAddr}} {
+		flagName, addr := f.flagName, f.addr
 		if addr == "" {
 			continue
 		}

@@ -210,7 +210,9 @@ func (b *Base) Serve(ctx context.Context, g *errgroup.Group) (healthAddr, metric
 	})
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", promhttp.HandlerFor(b.Registry, promhttp.HandlerOpts{Registry: b.Registry}))
-	if b.opts.HealthAddr != "" && b.opts.HealthAddr == b.opts.MetricsAddr {
+	// One address for both serves /metrics beside /healthz; two port-0 addresses are two
+	// listeners, each on a port of its own.
+	if b.opts.HealthAddr != "" && b.opts.HealthAddr == b.opts.MetricsAddr && !strings.HasSuffix(b.opts.HealthAddr, ":0") {
 		health.Handle("/metrics", metrics)
 		b.opts.MetricsAddr = ""
 	}
