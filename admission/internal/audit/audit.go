@@ -70,21 +70,21 @@ func (r *Recorder) Record(d *bus.AdmissionDenial) {
 // Run publishes queued denials until ctx ends, then publishes what is still queued within a
 // few seconds. It returns nil: audit failures never stop the webhook.
 func (r *Recorder) Run(ctx context.Context) error {
-	for {
+	for ctx.Err() == nil {
 		select {
 		case d := <-r.queue:
 			r.publish(ctx, d)
 		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
-			defer cancel()
-			for {
-				select {
-				case d := <-r.queue:
-					r.publish(dctx, d)
-				default:
-					return nil
-				}
-			}
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+	defer cancel()
+	for {
+		select {
+		case d := <-r.queue:
+			r.publish(dctx, d)
+		default:
+			return nil
 		}
 	}
 }
