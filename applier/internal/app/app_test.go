@@ -1,0 +1,283 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/natstest"
+)
+
+const (
+	// startTimeout bounds the binary becoming ready or answering a command.
+	startTimeout = 30 * time.Second
+	// stopTimeout bounds a clean exit after cancel.
+	stopTimeout = 20 * time.Second
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// fakeAPIServer answers /readyz and 404s everything else (so a plan lookup finds no plan); it
+// returns a kubeconfig for it and counts plan lookups.
+func fakeAPIServer(t *testing.T, planGets *atomic.Int32) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/readyz":
+			_, _ = io.WriteString(w, "ok")
+			return
+		case strings.Contains(r.URL.Path, "/configmaps/aicr-plan-"):
+			planGets.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"not found"}`)
+	}))
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: fake, cluster: {server: %q}}]
+users: [{name: fake, user: {token: test}}]
+contexts: [{name: fake, context: {cluster: fake, user: fake}}]
+current-context: fake
+`, srv.URL)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// poll calls f until it returns nil or timeout passes.
+func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		<-tick.C
+	}
+}
+
+func readyz(addr string) (int, string, error) {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), nil
+}
+
+// start runs Main in the background and returns its exit channel.
+func start(t *testing.T, ctx context.Context, args []string) (<-chan int, *bytes.Buffer) {
+	t.Helper()
+	var stderr bytes.Buffer
+	exit := make(chan int, 1)
+	go func() { exit <- Main(ctx, args, &stderr) }()
+	return exit, &stderr
+}
+
+func waitExit(t *testing.T, exit <-chan int, stderr *bytes.Buffer) {
+	t.Helper()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("exit code %d; want 0 (stderr: %s)", code, stderr.String())
+		}
+	case <-time.After(stopTimeout):
+		t.Fatalf("no exit within %s after cancel", stopTimeout)
+	}
+}
+
+// TestBinaryStartsAnswersAndStopsCleanly runs the binary against an in-process NATS and a fake
+// API server: /readyz turns ready, a command is consumed from the work queue and answered on
+// the applied subject, and cancelling the context exits 0.
+func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
+	ns := natstest.Start(t)
+	var planGets atomic.Int32
+	health := freeAddr(t)
+	args := []string{"--nats-url=" + ns.URL, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
+		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--workers=2", "--log-level=warn"}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	exit, stderr := start(t, ctx, args)
+
+	poll(t, startTimeout, "/readyz", func() error {
+		code, body, err := readyz(health)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+
+	_, js := ns.Connect(t)
+	if err := bus.WaitStreams(t.Context(), js, 1); err != nil {
+		t.Fatalf("streams: %v", err)
+	}
+	cmd := &bus.ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-1", Release: "gpu-operator", Action: v1alpha1.ActionInstall,
+		PlanDigest: "sha256:" + strings.Repeat("a", 64), Step: bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}}
+	if err := bus.NewPublisher(js, "test").Publish(t.Context(), bus.ApplySubject("cluster", "gpu-operator"), "r1/1/1", cmd); err != nil {
+		t.Fatalf("publish command: %v", err)
+	}
+	var got bus.ApplyResult
+	poll(t, startTimeout, "the command's result", func() error {
+		stream, err := js.Stream(t.Context(), bus.StreamEvents)
+		if err != nil {
+			return err
+		}
+		msg, err := stream.GetLastMsgForSubject(t.Context(), bus.AppliedSubject("cluster", "gpu-operator"))
+		if err != nil {
+			return err
+		}
+		if id := msg.Header.Get(jetstream.MsgIDHeader); id != "r1/1/1/result" {
+			return fmt.Errorf("message ID %q", id)
+		}
+		return json.Unmarshal(msg.Data, &got)
+	})
+	if got.Outcome != bus.OutcomeFailed || got.Reason != bus.ResultReasonPlanUnreadable || got.CommandID != "r1/1/1" || got.Step.ID != "r1/1" {
+		t.Errorf("result = %+v; want Failed/%s for command r1/1/1", got, bus.ResultReasonPlanUnreadable)
+	}
+	if planGets.Load() == 0 {
+		t.Errorf("the plan was never looked up")
+	}
+
+	cancel()
+	waitExit(t, exit, stderr)
+}
+
+// TestBinaryWithoutNATSStaysNotReady: with NATS unreachable the binary keeps running, /readyz
+// says why it is not ready, and cancelling still exits 0.
+func TestBinaryWithoutNATSStaysNotReady(t *testing.T) {
+	var planGets atomic.Int32
+	health := freeAddr(t)
+	unreachable := "nats://" + freeAddr(t) // nothing listens there
+	args := []string{"--nats-url=" + unreachable, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
+		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--log-level=error"}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	exit, stderr := start(t, ctx, args)
+
+	var body string
+	poll(t, startTimeout, "/readyz answering", func() error {
+		code, b, err := readyz(health)
+		if err != nil {
+			return err
+		}
+		body = b
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("status %d %s; want 503", code, b)
+		}
+		return nil
+	})
+	if !strings.Contains(body, "nats") {
+		t.Errorf("/readyz body %q does not name nats", body)
+	}
+	// Ask a few more times: still running, still not ready.
+	for i := range 5 {
+		select {
+		case code := <-exit:
+			t.Fatalf("binary exited with %d while NATS was unreachable (stderr: %s)", code, stderr.String())
+		default:
+		}
+		code, b, err := readyz(health)
+		if err != nil || code != http.StatusServiceUnavailable {
+			t.Fatalf("probe %d: %d %s %v; want 503", i, code, b, err)
+		}
+	}
+	cancel()
+	waitExit(t, exit, stderr)
+}
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"no registry repository": {
+			want: "--registry-repository is required",
+		},
+		"a registry repository with a trailing slash": {
+			args: []string{"--registry-repository=registry.example.com/aicr/"},
+			want: `--registry-repository "registry.example.com/aicr/": use host[:port]/path without a trailing slash`,
+		},
+		"a registry repository of another scheme": {
+			args: []string{"--registry-repository=https://registry.example.com/aicr"},
+			want: "only oci:// is supported",
+		},
+		"an engine namespace that is no namespace name": {
+			args: []string{"--registry-repository=r.example.com/a", "--engine-namespace=Argo_CD"},
+			want: `--engine-namespace "Argo_CD"`,
+		},
+		"no workers": {
+			args: []string{"--registry-repository=r.example.com/a", "--workers=0"},
+			want: "--workers 0: use 1 to 256",
+		},
+		"client-go's default rate limits are not what we run with": {
+			args: []string{"--registry-repository=r.example.com/a", "--kube-qps=0"},
+			want: "--kube-qps and --kube-burst must be positive",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := Main(t.Context(), tc.args, &stderr)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr %q does not say %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	var o Options
+	o.BindFlags(fs)
+	if err := fs.Parse([]string{"--registry-repository=registry.example.com/aicr"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	got := fmt.Sprintf("%s %s %d %v %d", o.EngineNamespace, o.EngineProject, o.Workers, o.KubeQPS, o.KubeBurst)
+	if want := "argocd aicr 8 50 100"; got != want {
+		t.Errorf("defaults = %q, want %q", got, want)
+	}
+}
