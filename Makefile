@@ -85,3 +85,17 @@ verify: ## Fail when generated files are stale or modules are untidy
 .PHONY: tidy
 tidy: ## go mod tidy every module, then go work sync
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done; go work sync
+
+.PHONY: chart-lint
+chart-lint: ## helm lint and helm template the aicr-operator chart
+	@helm=$$(hack/tools.sh bindir helm)/helm; chart=deploy/charts/aicr-operator; \
+	$$helm lint $$chart --strict --kube-version 1.34.0 --set registry.repository=registry.example.com/aicr; \
+	$$helm template aicr-operator $$chart -n aicr-system --kube-version 1.34.0 --set registry.repository=registry.example.com/aicr >/dev/null; \
+	echo "chart-lint: ok"
+
+.PHONY: images
+images: ## Build the five images and the plugin's with docker (IMAGE_REGISTRY, IMAGE_TAG)
+	@for b in $(SERVICES); do \
+	  docker build -f deploy/Dockerfile --build-arg BINARY=$$b -t $${IMAGE_REGISTRY:-aicr-operator}/$$b:$${IMAGE_TAG:-dev} .; \
+	done; \
+	docker build -f deploy/Dockerfile --build-arg BINARY=cli --build-arg PACKAGE=./cmd/kubectl-aicr -t $${IMAGE_REGISTRY:-aicr-operator}/kubectl-aicr:$${IMAGE_TAG:-dev} .
