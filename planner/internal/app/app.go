@@ -127,6 +127,9 @@ func Run(ctx context.Context, o Options) error {
 		return base.RunLeader(gctx, func(lctx context.Context) error {
 			cons, err := bus.WaitConsumer(lctx, base.JS, bus.ConsumerPlanner, o.StreamReplicas)
 			if err != nil {
+				if lctx.Err() != nil {
+					return nil // stopped (or lost the lease) while waiting for JetStream
+				}
 				return err
 			}
 			ctrl := controller.New(controller.Config{

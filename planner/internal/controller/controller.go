@@ -150,7 +150,7 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 		go func() { defer wg.Done(); inf.RunWithContext(ctx) }()
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), runtimes.HasSynced, rollouts.HasSynced, cms.HasSynced) {
-		return ctx.Err()
+		return nil // stopped before the caches synced
 	}
 	log.Info().Msg("caches synced")
 	for range c.cfg.Workers {
