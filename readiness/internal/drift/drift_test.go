@@ -130,8 +130,10 @@ func TestDetect(t *testing.T) {
 			}},
 		},
 		"a changed sync option is Other drift": {
-			change: []option{func(a *argov1alpha1.Application) { a.Spec.SyncPolicy.SyncOptions = argov1alpha1.SyncOptions{"CreateNamespace=true"} }},
-			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
+			change: []option{func(a *argov1alpha1.Application) {
+				a.Spec.SyncPolicy.SyncOptions = argov1alpha1.SyncOptions{"CreateNamespace=true"}
+			}},
+			want: Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
 		},
 		"a removed ignoreDifferences entry is Other drift": {
 			change: []option{func(a *argov1alpha1.Application) { a.Spec.IgnoreDifferences = a.Spec.IgnoreDifferences[:2] }},

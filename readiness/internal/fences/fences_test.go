@@ -147,7 +147,7 @@ var (
 	refreshedStep = withAnnotation(v1alpha1.AnnotationRefreshFor, testStep)
 	refreshSet    = withAnnotation(v1alpha1.AnnotationArgoRefresh, v1alpha1.ArgoRefreshNormal)
 	aicrOperator  = argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}
-	ourInfo      = &argov1alpha1.Info{Name: appspec.StepInfoName, Value: testStep}
+	ourInfo       = &argov1alpha1.Info{Name: appspec.StepInfoName, Value: testStep}
 )
 
 func TestEvaluate(t *testing.T) {

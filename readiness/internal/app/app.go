@@ -1,0 +1,173 @@
+// Package app is the readiness watcher's wiring: its options and Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/service"
+
+	"github.com/aicr-run/aicr-operator/readiness/internal/engine"
+	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
+)
+
+// Name is the binary's name: logger component, metrics namespace, NATS connection name and
+// leader-election lock.
+const Name = "readiness"
+
+// Options are the readiness watcher's flags.
+type Options struct {
+	service.Options
+	// EngineNamespace is --engine-namespace: where Argo CD and the Applications live.
+	EngineNamespace string
+	// EngineProject is --engine-project: the AppProject every owned Application references.
+	EngineProject string
+	// RegistryRepository is --registry-repository: the prefix of every chart path, needed to
+	// render what the applier wrote when checking drift.
+	RegistryRepository string
+
+	// started, when set, receives the health address once it listens (tests).
+	started func(healthAddr string)
+}
+
+// BindFlags registers the flags with their defaults.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	o.Options.BindFlags(fs)
+	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "namespace of Argo CD and the Applications (engine.namespace)")
+	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
+	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository); drift is checked only when set")
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	var errs []string
+	if err := o.Options.Validate(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if o.EngineNamespace == "" {
+		errs = append(errs, "--engine-namespace is required")
+	}
+	if o.EngineProject == "" {
+		errs = append(errs, "--engine-project is required")
+	}
+	if o.RegistryRepository != "" {
+		if err := o.settings().Validate(); err != nil {
+			errs = append(errs, "--registry-repository: "+err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (o *Options) settings() appspec.Settings {
+	return appspec.Settings{EngineNamespace: o.EngineNamespace, Project: o.EngineProject, Repository: o.RegistryRepository}
+}
+
+// Main parses args, runs the binary and returns the exit code.
+func Main(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
+		return 2
+	}
+	if err := Run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
+		return 1
+	}
+	return 0
+}
+
+// Run runs the readiness watcher until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	base, err := service.Start(Name, o.Options, true, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	ctx = logging.Into(ctx, base.Log)
+	argo, err := argoclient.NewForConfig(base.Kube)
+	if err != nil {
+		return fmt.Errorf("create argo cd client: %w", err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	health, _, err := base.Serve(gctx, g)
+	if err != nil {
+		return err
+	}
+	if o.started != nil {
+		o.started(health)
+	}
+	g.Go(func() error {
+		return base.RunLeader(gctx, func(lctx context.Context) error {
+			return lead(lctx, o, base, argo)
+		})
+	})
+	base.Log.Info().Str("engine_namespace", o.EngineNamespace).Msg("started")
+	err = g.Wait()
+	base.Log.Info().Msg("stopped")
+	return err
+}
+
+// lead is the work of the leader: watch Argo CD's presence, and Applications once the CRDs
+// exist.
+func lead(ctx context.Context, o Options, base *service.Base, argo argoclient.Interface) error {
+	if err := bus.WaitStreams(ctx, base.JS, o.StreamReplicas); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	pub := bus.NewPublisher(base.JS, Name)
+	mon := &engine.Monitor{
+		Check: (&engine.Checker{
+			Discovery: base.KubeClient.Discovery(),
+			Argo:      argo,
+			Namespace: o.EngineNamespace,
+			Project:   o.EngineProject,
+		}).Check,
+		Publisher: pub,
+	}
+	w := &watch.Watcher{
+		Argo:      argo,
+		Namespace: o.EngineNamespace,
+		Publisher: pub,
+	}
+	if o.RegistryRepository != "" {
+		w.Settings = o.settings()
+		w.Plans = &watch.Plans{ConfigMaps: base.KubeClient.CoreV1().ConfigMaps(o.Namespace)}
+	} else {
+		logging.From(ctx).Warn().Msg("--registry-repository is not set: spec drift is not checked (verdicts and deletions are)")
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	crds := mon.CRDs()
+	g.Go(func() error { return mon.Run(gctx) })
+	g.Go(func() error {
+		select {
+		case <-gctx.Done():
+			return nil
+		case <-crds:
+		}
+		logging.From(gctx).Info().Msg("argo cd crds found; watching applications")
+		return w.Run(gctx)
+	})
+	return g.Wait()
+}

@@ -1,0 +1,451 @@
+// Package watch runs the informer on owned Applications in the engine namespace and turns what
+// it sees into bus messages: a ReleaseVerdict when a release's verdict changes, a DriftReport
+// when an Application no longer matches what the operator wrote (and when that drift clears),
+// and a Deleted DriftReport when an owned Application disappears outside a Remove step. It
+// writes nothing to Kubernetes; everything it publishes is rebuilt from the Applications
+// themselves, so a restarted watcher publishes the same messages under the same IDs.
+package watch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
+	argoinformers "github.com/argoproj/argo-cd/v3/pkg/client/informers/externalversions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+
+	"github.com/aicr-run/aicr-operator/readiness/internal/drift"
+	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
+)
+
+// Selector selects the Applications the operator owns.
+var Selector = labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})
+
+// Publisher sends a message; *bus.Publisher implements it.
+type Publisher interface {
+	Publish(ctx context.Context, subject, id string, m bus.Envelope) error
+}
+
+// PlanSource returns the plan with a digest.
+type PlanSource interface {
+	Plan(ctx context.Context, digest string) (*plan.Plan, error)
+}
+
+// Watcher publishes what it sees of owned Applications.
+type Watcher struct {
+	// Argo lists and watches Applications.
+	Argo argoclient.Interface
+	// Namespace is --engine-namespace.
+	Namespace string
+	// Settings render the desired Application for drift detection.
+	Settings appspec.Settings
+	// Plans finds the plan an Application names.
+	Plans PlanSource
+	// Publisher sends verdicts and drift reports.
+	Publisher Publisher
+
+	queue    workqueue.TypedRateLimitingInterface[string]
+	informer cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// state is what was last published per Application key.
+	state map[string]*published
+	// gone holds the last state of deleted Applications until the worker reports them.
+	gone map[string]*argov1alpha1.Application
+}
+
+// published is what the watcher last told the planner about one Application.
+type published struct {
+	uid     string
+	verdict string // verdictContent of the last verdict published
+	drift   *drift.Report
+}
+
+// HasSynced reports whether the informer has listed every Application once.
+func (w *Watcher) HasSynced() bool {
+	return w.informer != nil && w.informer.HasSynced()
+}
+
+// Run watches until ctx ends; it returns nil on a clean stop.
+func (w *Watcher) Run(ctx context.Context) error {
+	log := logging.From(ctx)
+	w.state = map[string]*published{}
+	w.gone = map[string]*argov1alpha1.Application{}
+	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
+	factory := argoinformers.NewSharedInformerFactoryWithOptions(w.Argo, 0,
+		argoinformers.WithNamespace(w.Namespace),
+		argoinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector.String() }))
+	w.informer = factory.Argoproj().V1alpha1().Applications().Informer()
+	if err := w.informer.SetTransform(Transform); err != nil {
+		return fmt.Errorf("set application transform: %w", err)
+	}
+	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.enqueue,
+		UpdateFunc: func(_, obj any) { w.enqueue(obj) },
+		DeleteFunc: w.deleted,
+	}); err != nil {
+		return fmt.Errorf("add application handler: %w", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { // owned: Run waits for it
+		defer wg.Done()
+		w.informer.Run(ctx.Done())
+	}()
+	defer w.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+		return nil
+	}
+	log.Info().Int("applications", len(w.informer.GetStore().ListKeys())).Msg("application watch synced")
+	wg.Add(1)
+	go func() { // owned: Run waits for it
+		defer wg.Done()
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
+	for w.next(ctx) {
+	}
+	return nil
+}
+
+func (w *Watcher) enqueue(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		w.queue.Add(key)
+	}
+}
+
+func (w *Watcher) deleted(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	app, ok := obj.(*argov1alpha1.Application)
+	if !ok {
+		return
+	}
+	key, err := cache.MetaNamespaceKeyFunc(app)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	w.gone[key] = app
+	w.mu.Unlock()
+	w.queue.Add(key)
+}
+
+// next handles one key; false once the queue shut down.
+func (w *Watcher) next(ctx context.Context) bool {
+	key, shutdown := w.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer w.queue.Done(key)
+	if err := w.handle(ctx, key); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		logging.From(ctx).Warn().Err(err).Str(logging.KeyResourceName, key).Msg("handle application, retrying")
+		w.queue.AddRateLimited(key)
+		return true
+	}
+	w.queue.Forget(key)
+	return true
+}
+
+// handle publishes what changed for one Application. It is idempotent: handling the same
+// observation twice publishes nothing the second time, and the message IDs are derived from
+// the observation, so a republish after a restart is dropped by JetStream.
+func (w *Watcher) handle(ctx context.Context, key string) error {
+	w.mu.Lock()
+	old := w.gone[key]
+	w.mu.Unlock()
+	if old != nil {
+		if err := w.reportDeleted(ctx, key, old); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		if w.gone[key] == old {
+			delete(w.gone, key)
+		}
+		w.mu.Unlock()
+	}
+	obj, exists, err := w.informer.GetStore().GetByKey(key)
+	if err != nil {
+		return fmt.Errorf("get %s from cache: %w", key, err)
+	}
+	if !exists {
+		return nil
+	}
+	app, ok := obj.(*argov1alpha1.Application)
+	if !ok {
+		return nil
+	}
+	st := w.stateFor(key, string(app.UID))
+	if err := w.publishVerdict(ctx, app, st); err != nil {
+		return err
+	}
+	return w.publishDrift(ctx, app, st)
+}
+
+func (w *Watcher) stateFor(key, uid string) *published {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.state[key]
+	if st == nil || st.uid != uid {
+		st = &published{uid: uid}
+		w.state[key] = st
+	}
+	return st
+}
+
+func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argov1alpha1.Application) error {
+	w.mu.Lock()
+	if st := w.state[key]; st != nil && st.uid == string(app.UID) {
+		delete(w.state, key)
+	}
+	w.mu.Unlock()
+	if _, removing := app.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
+		return nil // an approved Remove step: the applier reports Removed
+	}
+	r := &bus.DriftReport{
+		Runtime:         app.Labels[v1alpha1.LabelRuntime],
+		Release:         app.Name,
+		PlanDigest:      app.Annotations[v1alpha1.AnnotationPlanDigest],
+		StepID:          app.Annotations[v1alpha1.AnnotationStep],
+		Kinds:           []string{bus.DriftDeleted},
+		ResourceVersion: app.ResourceVersion,
+	}
+	id := fmt.Sprintf("%s/deleted/%s", app.Name, app.UID)
+	if err := w.Publisher.Publish(ctx, bus.DriftSubject(r.Runtime, r.Release), id, r); err != nil {
+		return err
+	}
+	logging.From(ctx).Info().Str(logging.KeyRelease, app.Name).Str(logging.KeyRuntime, r.Runtime).Msg("owned application deleted")
+	return nil
+}
+
+func (w *Watcher) publishVerdict(ctx context.Context, app *argov1alpha1.Application, st *published) error {
+	if _, removing := app.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
+		// Under a Remove step the applier reports Removed; a verdict on the old step would
+		// read as that step's readiness.
+		return nil
+	}
+	v := fences.Evaluate(app)
+	content := verdictContent(v)
+	if content == st.verdict {
+		return nil
+	}
+	stepID := app.Annotations[v1alpha1.AnnotationStep]
+	m := &bus.ReleaseVerdict{
+		Runtime:    app.Labels[v1alpha1.LabelRuntime],
+		Release:    app.Name,
+		StepID:     stepID,
+		PlanDigest: app.Annotations[v1alpha1.AnnotationPlanDigest],
+		Ready:      v.Ready,
+		Failed:     v.Failed,
+		Fences:     v.Fences,
+		Observed:   v.Observed,
+	}
+	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content), m); err != nil {
+		return err
+	}
+	st.verdict = content
+	logging.From(ctx).Debug().Str(logging.KeyRelease, app.Name).Str(logging.KeyStep, stepID).Bool("ready", v.Ready).Bool("failed", v.Failed).Msg("verdict published")
+	return nil
+}
+
+// verdictContent is what decides whether a verdict changed: readiness and each fence's state
+// and message (the observed status, which moves with every reconcile, is left out).
+func verdictContent(v fences.Verdict) string {
+	raw, _ := json.Marshal(struct {
+		Ready  bool             `json:"r"`
+		Failed bool             `json:"f"`
+		Fences []v1alpha1.Fence `json:"x"`
+	}{v.Ready, v.Failed, v.Fences})
+	return string(raw)
+}
+
+// VerdictID is the message ID of a verdict: the release and step, and a hash of the verdict's
+// content with the facts that mark one episode of it (the Application's UID, the health
+// transition time and the operation's start and finish). The same observation always gives
+// the same ID, so a restarted watcher's republish is dropped; a verdict that returns after a
+// change (Ready, then Degraded, then Ready again) carries new transition times and a new ID.
+func VerdictID(app *argov1alpha1.Application, content string) string {
+	h := sha256.New()
+	h.Write([]byte(content))
+	fmt.Fprintf(h, "\x00%s", app.UID)
+	if t := app.Status.Health.LastTransitionTime; t != nil {
+		fmt.Fprintf(h, "\x00h%d", t.Unix())
+	}
+	if os := app.Status.OperationState; os != nil {
+		fmt.Fprintf(h, "\x00s%d", os.StartedAt.Unix())
+		if os.FinishedAt != nil {
+			fmt.Fprintf(h, "\x00f%d", os.FinishedAt.Unix())
+		}
+	}
+	return fmt.Sprintf("%s/%s/%s", app.Name, app.Annotations[v1alpha1.AnnotationStep], hex.EncodeToString(h.Sum(nil))[:16])
+}
+
+func (w *Watcher) publishDrift(ctx context.Context, app *argov1alpha1.Application, st *published) error {
+	desired, err := w.desired(ctx, app)
+	if err != nil {
+		return err
+	}
+	if desired == nil {
+		return nil
+	}
+	r := drift.Detect(app, desired)
+	switch {
+	case st.drift == nil && r.Empty():
+		return nil // never reported, nothing to report
+	case st.drift != nil && st.drift.Equal(r):
+		return nil
+	}
+	m := &bus.DriftReport{
+		Runtime:         app.Labels[v1alpha1.LabelRuntime],
+		Release:         app.Name,
+		PlanDigest:      app.Annotations[v1alpha1.AnnotationPlanDigest],
+		StepID:          app.Annotations[v1alpha1.AnnotationStep],
+		Kinds:           r.Kinds,
+		Fields:          r.Fields,
+		Managers:        r.Managers,
+		ResourceVersion: app.ResourceVersion,
+	}
+	if m.Kinds == nil {
+		m.Kinds = []string{}
+	}
+	if err := w.Publisher.Publish(ctx, bus.DriftSubject(m.Runtime, m.Release), driftID(app, r), m); err != nil {
+		return err
+	}
+	log := logging.From(ctx).Info().Str(logging.KeyRelease, app.Name).Strs("kinds", r.Kinds).Strs("fields", r.Fields).Strs("managers", r.Managers)
+	if r.Empty() {
+		log.Msg("drift cleared")
+		st.drift = nil
+	} else {
+		log.Msg("drift detected")
+		st.drift = &r
+	}
+	return nil
+}
+
+// driftID identifies one drift observation: the release, a hash of what drifted and the
+// resourceVersion it was seen at (a drift that returns after being repaired is news again).
+func driftID(app *argov1alpha1.Application, r drift.Report) string {
+	raw, _ := json.Marshal(r)
+	sum := sha256.Sum256(raw)
+	return fmt.Sprintf("%s/drift/%s/%s", app.Name, hex.EncodeToString(sum[:])[:16], app.ResourceVersion)
+}
+
+// desired renders what the operator wrote for app from the plan it names; nil when that
+// cannot be known (no plan annotation, the plan or release gone), which is logged.
+func (w *Watcher) desired(ctx context.Context, app *argov1alpha1.Application) (*argov1alpha1.Application, error) {
+	digest := app.Annotations[v1alpha1.AnnotationPlanDigest]
+	if digest == "" || w.Plans == nil {
+		return nil, nil
+	}
+	p, err := w.Plans.Plan(ctx, digest)
+	if errors.Is(err, ErrPlanNotFound) {
+		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan named by the application not found; drift not checked")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, ok := p.Release(app.Name)
+	if !ok {
+		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan has no release of the application's name; drift not checked")
+		return nil, nil
+	}
+	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
+	return appspec.Build(w.Settings, appspec.Input{
+		Runtime:       app.Labels[v1alpha1.LabelRuntime],
+		RuntimeUID:    app.Annotations[v1alpha1.AnnotationRuntimeUID],
+		PlanDigest:    digest,
+		Release:       r,
+		StepID:        app.Annotations[v1alpha1.AnnotationStep],
+		StepStarted:   started,
+		SuspendEngine: app.Annotations[v1alpha1.AnnotationEngineSuspended] == "true",
+	})
+}
+
+// ErrPlanNotFound is returned by a PlanSource for a digest with no plan ConfigMap.
+var ErrPlanNotFound = errors.New("plan not found")
+
+// ConfigMapGetter reads a ConfigMap by name.
+type ConfigMapGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
+}
+
+// Plans reads plan ConfigMaps from the operator namespace and keeps them by digest: plans are
+// immutable, so a cached plan never goes stale.
+type Plans struct {
+	ConfigMaps ConfigMapGetter
+	// Max bounds the cache (default 64 plans).
+	Max int
+
+	mu    sync.Mutex
+	plans map[string]*plan.Plan
+	order []string
+}
+
+// Plan implements PlanSource.
+func (p *Plans) Plan(ctx context.Context, digest string) (*plan.Plan, error) {
+	p.mu.Lock()
+	if pl, ok := p.plans[digest]; ok {
+		p.mu.Unlock()
+		return pl, nil
+	}
+	p.mu.Unlock()
+	cm, err := p.ConfigMaps.Get(ctx, plan.ConfigMapName(digest), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get plan %s: %w", digest, ErrPlanNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get plan %s: %w", digest, err)
+	}
+	pl, err := plan.FromConfigMap(cm)
+	if err != nil {
+		// A plan that does not verify never will: treat it like a missing one.
+		return nil, fmt.Errorf("%w: %w", ErrPlanNotFound, err)
+	}
+	if pl.Digest() != digest {
+		return nil, fmt.Errorf("%w: ConfigMap %s holds plan %s", ErrPlanNotFound, cm.Name, pl.Digest())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.plans == nil {
+		p.plans = map[string]*plan.Plan{}
+	}
+	max := p.Max
+	if max <= 0 {
+		max = 64
+	}
+	if _, ok := p.plans[digest]; !ok {
+		p.plans[digest] = pl
+		p.order = append(p.order, digest)
+		for len(p.order) > max {
+			delete(p.plans, p.order[0])
+			p.order = p.order[1:]
+		}
+	}
+	return pl, nil
+}
