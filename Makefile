@@ -39,11 +39,11 @@ tools: ## Build the test and local-stack tools into the user cache (slow once, t
 	hack/tools.sh ensure
 
 .PHONY: test
-test: ## Run every tier: unit, integration (real kube-apiserver) and e2e (real Argo CD)
+test: build ## Run every tier: unit, integration (real kube-apiserver) and e2e (real Argo CD)
 	@start=$$SECONDS; \
 	bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
 	echo "tools ready in $$((SECONDS-start))s ($$bin)"; \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e $(call pkgs,$(MODULES))
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e $(call pkgs,$(MODULES))
 
 .PHONY: test-unit
 test-unit: ## Run the unit tier (no outside processes)
@@ -55,9 +55,9 @@ test-integration: ## Run unit and integration tiers (real etcd and kube-apiserve
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration $(call pkgs,$(MODULES))
 
 .PHONY: e2e
-e2e: ## Run the e2e tier (real Argo CD v3.4.2 on the local stack)
+e2e: build ## Run the e2e tier (real Argo CD v3.4.2 on the local stack)
 	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e ./e2e/...
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e ./e2e/...
 
 .PHONY: test-%
 test-%: ## Run one module's unit tests (test-planner, test-shared, ...)

@@ -1,0 +1,34 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// EnvBinDir names a folder holding the built binaries (make sets it to bin/ after make build).
+const EnvBinDir = "AICR_BIN_DIR"
+
+// BuildBinaries builds the five binaries and kubectl-aicr into dir with the go command, from the
+// repository root found above the working directory. It is what the e2e suite does when
+// AICR_BIN_DIR is not set.
+func BuildBinaries(dir string) error {
+	root, err := ChartsDir()
+	if err != nil {
+		return err
+	}
+	root = filepath.Dir(filepath.Dir(root)) // examples/charts -> repository root
+	pkgs := []string{"./cli/cmd/kubectl-aicr"}
+	for _, b := range Binaries {
+		pkgs = append(pkgs, "./"+b)
+	}
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
+	}
+	return nil
+}
