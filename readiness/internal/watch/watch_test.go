@@ -1,0 +1,334 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argofake "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/fake"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+
+	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
+)
+
+func fencesOf(app *argov1alpha1.Application) []v1alpha1.Fence { return fences.Evaluate(app).Fences }
+
+// waitTimeout bounds every wait for the watcher to react.
+const waitTimeout = 10 * time.Second
+
+type sent struct {
+	subject, id string
+	msg         bus.Envelope
+}
+
+// recorder is a Publisher that keeps what was sent and drops a repeated ID like JetStream.
+type recorder struct {
+	mu   sync.Mutex
+	ids  map[string]bool
+	sent []sent
+}
+
+func (r *recorder) Publish(_ context.Context, subject, id string, m bus.Envelope) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil {
+		r.ids = map[string]bool{}
+	}
+	if r.ids[id] {
+		return nil
+	}
+	r.ids[id] = true
+	r.sent = append(r.sent, sent{subject, id, m})
+	return nil
+}
+
+func (r *recorder) all() []sent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]sent(nil), r.sent...)
+}
+
+// waitFor polls until cond holds on what was sent.
+func (r *recorder) waitFor(t *testing.T, what string, cond func([]sent) bool) []sent {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		s := r.all()
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; sent %d messages:\n%s", waitTimeout, what, len(s), describe(s))
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval of the helper, not a wait for state
+	}
+}
+
+func describe(s []sent) string {
+	out := ""
+	for _, m := range s {
+		out += fmt.Sprintf("  %s %s %+v\n", m.subject, m.id, m.msg)
+	}
+	return out
+}
+
+func verdicts(s []sent) []*bus.ReleaseVerdict {
+	var out []*bus.ReleaseVerdict
+	for _, m := range s {
+		if v, ok := m.msg.(*bus.ReleaseVerdict); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func drifts(s []sent) []*bus.DriftReport {
+	var out []*bus.DriftReport
+	for _, m := range s {
+		if v, ok := m.msg.(*bus.DriftReport); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+var testSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
+
+// testPlan is a one-release plan stored as its ConfigMap.
+func testPlan(t *testing.T) (*plan.Plan, *corev1.ConfigMap) {
+	t.Helper()
+	b, err := plan.ParseBundle([]byte(bundleYAML))
+	if err != nil {
+		t.Fatalf("parse bundle: %v", err)
+	}
+	p, err := plan.Resolve(b, plan.Inputs{})
+	if err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	cm, err := p.ConfigMap("aicr-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, cm
+}
+
+// written is the Application the applier writes for step stepID, with the status Argo CD
+// writes once the sync of it succeeded.
+func written(t *testing.T, p *plan.Plan, stepID string) *argov1alpha1.Application {
+	t.Helper()
+	r, ok := p.Release("gpu-operator")
+	if !ok {
+		t.Fatal("release gpu-operator missing from the test plan")
+	}
+	app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: p.Digest(), Release: r, StepID: stepID, StepStarted: time.Unix(1_800_000_000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.UID = types.UID("app-uid-1")
+	app.ResourceVersion = "1"
+	app.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
+	finished := metav1.NewTime(time.Unix(1_800_000_060, 0))
+	app.Status = argov1alpha1.ApplicationStatus{
+		Sync:   argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argov1alpha1.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
+		Health: argov1alpha1.AppHealthStatus{Status: "Healthy", LastTransitionTime: &finished},
+		OperationState: &argov1alpha1.OperationState{
+			Phase: synccommon.OperationSucceeded, StartedAt: finished, FinishedAt: &finished,
+			SyncResult: &argov1alpha1.SyncOperationResult{Revision: app.Spec.Source.TargetRevision, Source: *app.Spec.Source.DeepCopy(),
+				Resources: argov1alpha1.ResourceResults{{Name: "x", Kind: "ConfigMap"}}},
+		},
+		History:   argov1alpha1.RevisionHistories{{ID: 1, Revision: "old"}},
+		Resources: []argov1alpha1.ResourceStatus{{Name: "x", Kind: "ConfigMap"}},
+	}
+	return app
+}
+
+const bundleYAML = `apiVersion: bundle.aicr.run/v1alpha1
+kind: Bundle
+metadata: {name: test, version: 1.0.0}
+components:
+- name: gpu-operator
+  namespace: gpu-operator
+  chart: {path: charts/gpu-operator, digest: "sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4"}
+  values: {replicas: 2}
+`
+
+func startWatcher(t *testing.T, objs ...runtime.Object) (*argofake.Clientset, *recorder, context.CancelFunc) {
+	t.Helper()
+	_, cm := testPlan(t)
+	argo := argofake.NewSimpleClientset(objs...)
+	kube := kubefake.NewSimpleClientset(cm)
+	rec := &recorder{}
+	w := &Watcher{Argo: argo, Namespace: "argocd", Settings: testSettings, Publisher: rec,
+		Plans: &Plans{ConfigMaps: kube.CoreV1().ConfigMaps("aicr-system")}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("watcher: %v", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Errorf("watcher did not stop within %s", waitTimeout)
+		}
+	})
+	return argo, rec, cancel
+}
+
+func TestWatcherPublishesAVerdictOnlyWhenItChanges(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	argo, rec, _ := startWatcher(t, app)
+	s := rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	v := verdicts(s)[0]
+	if !v.Ready || v.StepID != "r-1/1" || v.Runtime != "cluster" || v.Release != "gpu-operator" || v.PlanDigest != p.Digest() {
+		t.Fatalf("first verdict = %+v", v)
+	}
+	if s[0].subject != bus.VerdictSubject("cluster", "gpu-operator") {
+		t.Errorf("subject = %s", s[0].subject)
+	}
+
+	// A reconcile that moves only reconciledAt changes nothing a verdict says.
+	ctx := context.Background()
+	now := metav1.NewTime(time.Unix(1_800_000_200, 0))
+	app.Status.ReconciledAt = &now
+	app.ResourceVersion = "2"
+	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The next step writes new values: the status now describes an earlier spec.
+	app.Annotations[v1alpha1.AnnotationStep] = "r-2/1"
+	app.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"replicas":3}`)
+	app.ResourceVersion = "3"
+	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = rec.waitFor(t, "the verdict of step r-2/1", func(s []sent) bool {
+		vs := verdicts(s)
+		return len(vs) >= 2 && vs[len(vs)-1].StepID == "r-2/1"
+	})
+	vs := verdicts(s)
+	if len(vs) != 2 {
+		t.Fatalf("published %d verdicts, want 2 (the reconcile changed nothing):\n%s", len(vs), describe(s))
+	}
+	if vs[1].Ready {
+		t.Errorf("a verdict on stale status says ready: %+v", vs[1])
+	}
+}
+
+func TestWatcherRestartRepublishesTheSameIDs(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	_, first, cancel := startWatcher(t, app.DeepCopy())
+	s1 := first.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	cancel()
+	_, second, _ := startWatcher(t, app.DeepCopy())
+	s2 := second.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	if s1[0].id != s2[0].id {
+		t.Errorf("restart changed the message ID: %s then %s", s1[0].id, s2[0].id)
+	}
+}
+
+func TestWatcherReportsDriftAndItsEnd(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	argo, rec, _ := startWatcher(t, app)
+	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	if d := drifts(rec.all()); len(d) != 0 {
+		t.Fatalf("drift reported for the Application as written: %+v", d[0])
+	}
+	ctx := context.Background()
+	edited := app.DeepCopy()
+	edited.Spec.Destination.Namespace = "elsewhere"
+	no := false
+	edited.Spec.SyncPolicy.Automated.Enabled = &no
+	edited.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
+	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "a drift report", func(s []sent) bool { return len(drifts(s)) == 1 })
+	got := drifts(s)[0]
+	want := []string{bus.DriftAutoSyncDisabled, bus.DriftDestination, bus.DriftFinalizerAdded}
+	if diff := cmp.Diff(want, got.Kinds); diff != "" {
+		t.Errorf("kinds (-want +got):\n%s", diff)
+	}
+	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = rec.waitFor(t, "drift cleared", func(s []sent) bool { return len(drifts(s)) == 2 })
+	if k := drifts(s)[1].Kinds; k == nil || len(k) != 0 {
+		t.Errorf("clearing report kinds = %#v, want empty", k)
+	}
+}
+
+func TestWatcherReportsDeletionOutsideARemoveStep(t *testing.T) {
+	p, _ := testPlan(t)
+	hand := written(t, p, "r-1/1")
+	removed := written(t, p, "r-1/1")
+	removed.Name, removed.UID = "removed", "app-uid-2"
+	removed.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-3"
+	argo, rec, _ := startWatcher(t, hand, removed)
+	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	ctx := context.Background()
+	for _, n := range []string{"removed", "gpu-operator"} {
+		if err := argo.ArgoprojV1alpha1().Applications("argocd").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := rec.waitFor(t, "a Deleted report", func(s []sent) bool { return len(drifts(s)) >= 1 })
+	d := drifts(s)
+	if len(d) != 1 || d[0].Release != "gpu-operator" || !cmp.Equal(d[0].Kinds, []string{bus.DriftDeleted}) {
+		t.Errorf("drift reports = %s", describe(s))
+	}
+	for _, v := range verdicts(s) {
+		if v.Release == "removed" {
+			t.Errorf("verdict published for an Application under a Remove step: %+v", v)
+		}
+	}
+}
+
+func TestTransformKeepsWhatTheJudgesRead(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	app.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply},
+		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate},
+		{Manager: "argocd-application-controller", Operation: metav1.ManagedFieldsOperationUpdate},
+		{Manager: "kubectl-patch", Operation: metav1.ManagedFieldsOperationUpdate},
+	}
+	before := app.DeepCopy()
+	obj, err := Transform(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*argov1alpha1.Application)
+	if got.Status.Resources != nil || got.Status.History != nil || got.Status.OperationState.SyncResult.Resources != nil {
+		t.Errorf("transform kept resources or history")
+	}
+	var managers []string
+	for _, e := range got.ManagedFields {
+		managers = append(managers, e.Manager+"/"+string(e.Operation))
+	}
+	if diff := cmp.Diff([]string{"aicr-operator/Apply", "kubectl-patch/Update"}, managers); diff != "" {
+		t.Errorf("managedFields kept (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(fencesOf(before), fencesOf(got)); diff != "" {
+		t.Errorf("the transform changed the verdict (-before +after):\n%s", diff)
+	}
+}
