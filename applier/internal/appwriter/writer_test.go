@@ -235,7 +235,7 @@ func TestApplyWrites(t *testing.T) {
 	}
 }
 
-func mustRelease(t *testing.T, p *plan.Plan, name string) *plan.Release {
+func mustRelease(t testing.TB, p *plan.Plan, name string) *plan.Release {
 	t.Helper()
 	r, ok := p.Release(name)
 	if !ok {

@@ -1,0 +1,531 @@
+//go:build integration
+
+package appwriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
+	argotyped "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/typed/application/v1alpha1"
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+// resultTimeout bounds waiting for a published result or a benchmark run.
+const resultTimeout = 2 * time.Minute
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunMain(m, testenv.Options{}))
+}
+
+var nsCounter atomic.Int32
+
+// world is a Writer on the real API server, in namespaces of its own, publishing to an
+// in-process JetStream.
+type world struct {
+	w      *Writer
+	apps   argotyped.ApplicationInterface
+	kube   kubernetes.Interface
+	ns     string
+	opNS   string
+	plans  map[string]*plan.Plan
+	js     *natstest.Server
+	hooked *hookedApps
+}
+
+// hookedApps is the real Application client with a test hook before each delete: a person acting
+// between the writer's read and its delete.
+type hookedApps struct {
+	Applications
+	beforeDelete func()
+}
+
+func (h *hookedApps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if f := h.beforeDelete; f != nil {
+		h.beforeDelete = nil
+		f()
+	}
+	return h.Applications.Delete(ctx, name, opts)
+}
+
+func newWorld(t testing.TB, messages ...string) *world {
+	t.Helper()
+	env := testenv.Current(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	argo := argoclient.NewForConfigOrDie(env.Config)
+	n := nsCounter.Add(1)
+	w := &world{kube: kube, ns: fmt.Sprintf("aw-argocd-%d", n), opNS: fmt.Sprintf("aw-system-%d", n), plans: map[string]*plan.Plan{}}
+	for _, ns := range []string{w.ns, w.opNS} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create namespace %s: %v", ns, err)
+		}
+	}
+	if len(messages) == 0 {
+		messages = []string{"hello"}
+	}
+	for _, m := range messages {
+		p, cm := testPlan(t, m)
+		cm.Namespace = w.opNS
+		if _, err := kube.CoreV1().ConfigMaps(w.opNS).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("store plan: %v", err)
+		}
+		w.plans[m] = p
+	}
+	w.apps = argo.ArgoprojV1alpha1().Applications(w.ns)
+	w.hooked = &hookedApps{Applications: w.apps}
+	w.js = natstest.Start(t)
+	_, js := w.js.Connect(t)
+	if err := bus.EnsureStreams(ctx, js, 1); err != nil {
+		t.Fatalf("streams: %v", err)
+	}
+	s := testSettings()
+	s.EngineNamespace = w.ns
+	writer, err := New(Config{Apps: w.hooked, Plans: NewPlanCache(kube.CoreV1().ConfigMaps(w.opNS), w.opNS), Publisher: bus.NewPublisher(js, "applier-test"), Settings: s})
+	if err != nil {
+		t.Fatalf("new writer: %v", err)
+	}
+	w.w = writer
+	return w
+}
+
+func (w *world) get(t testing.TB, name string) *argov1alpha1.Application {
+	t.Helper()
+	app, err := w.apps.Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	return app
+}
+
+func (w *world) apply(t testing.TB, cmd *bus.ApplyCommand) *bus.ApplyResult {
+	t.Helper()
+	res, err := w.w.Apply(context.Background(), cmd)
+	if err != nil {
+		t.Fatalf("apply %s: %v", cmd.ID, err)
+	}
+	return res
+}
+
+// ownerOf returns the field managers owning the annotation key, in managedFields order.
+func ownerOf(app *argov1alpha1.Application, fieldPath string) []string {
+	var out []string
+	for _, mf := range app.ManagedFields {
+		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), fieldPath) {
+			out = append(out, mf.Manager+"/"+string(mf.Operation))
+		}
+	}
+	return out
+}
+
+func TestIntegrationCreateUpdateNoop(t *testing.T) {
+	w := newWorld(t, "hello", "upgraded")
+	ctx := context.Background()
+	hello, upgraded := w.plans["hello"], w.plans["upgraded"]
+
+	// create
+	res := w.apply(t, applyCmd(hello, "gpu-operator", 1))
+	if res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("create: outcome %s (%s)", res.Outcome, res.Message)
+	}
+	app := w.get(t, "gpu-operator")
+	want, err := appspec.Build(w.w.settings, appspec.Input{Runtime: testRuntime, RuntimeUID: testRuntimeUID, PlanDigest: hello.Digest(),
+		Release: mustRelease(t, hello, "gpu-operator"), StepID: testRollout + "/1", StepStarted: applyCmd(hello, "gpu-operator", 1).Step.Started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Spec, app.Spec); diff != "" {
+		t.Errorf("stored spec differs from appspec.Build (-want +got):\n%s", diff)
+	}
+	if len(app.Finalizers) != 0 {
+		t.Errorf("finalizers %v; want none", app.Finalizers)
+	}
+	if got := ownerOf(app, `"f:spec"`); !cmp.Equal(got, []string{"aicr-operator/Apply"}) {
+		t.Errorf("spec owned by %v; want aicr-operator/Apply", got)
+	}
+
+	// update: new values
+	res = w.apply(t, applyCmd(upgraded, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionUpgrade }))
+	app = w.get(t, "gpu-operator")
+	if res.Outcome != bus.OutcomeWritten || app.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged {
+		t.Errorf("update: outcome %s, step-write %q; want Written, changed", res.Outcome, app.Annotations[v1alpha1.AnnotationStepWrite])
+	}
+	if !strings.Contains(string(app.Spec.Source.Helm.ValuesObject.Raw), `"message":"upgraded"`) {
+		t.Errorf("values not updated: %s", app.Spec.Source.Helm.ValuesObject.Raw)
+	}
+
+	// no-op at a new step: unchanged, refresh requested in a separate patch
+	res = w.apply(t, applyCmd(upgraded, "gpu-operator", 3, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
+	app = w.get(t, "gpu-operator")
+	if res.Outcome != bus.OutcomeRefreshed {
+		t.Errorf("no-op: outcome %s; want Refreshed", res.Outcome)
+	}
+	wantAnn := map[string]string{v1alpha1.AnnotationStep: testRollout + "/3", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
+		v1alpha1.AnnotationRefreshFor: testRollout + "/3", v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal}
+	if diff := cmp.Diff(wantAnn, annotations(app, v1alpha1.AnnotationStep, v1alpha1.AnnotationStepWrite, v1alpha1.AnnotationRefreshFor, v1alpha1.AnnotationArgoRefresh)); diff != "" {
+		t.Errorf("no-op annotations (-want +got):\n%s", diff)
+	}
+	if got := ownerOf(app, `"f:argocd.argoproj.io/refresh"`); !cmp.Equal(got, []string{"aicr-operator/Update"}) {
+		t.Errorf("refresh annotation owned by %v; want only the merge patch (aicr-operator/Update), never the applied manifest", got)
+	}
+
+	// Argo CD takes the annotation away; a redelivery does not ask again.
+	patch := `{"metadata":{"annotations":{"argocd.argoproj.io/refresh":null}}}`
+	if _, err := w.apps.Patch(ctx, "gpu-operator", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "argocd-application-controller"}); err != nil {
+		t.Fatalf("remove refresh annotation: %v", err)
+	}
+	before := w.get(t, "gpu-operator").ResourceVersion
+	res = w.apply(t, applyCmd(upgraded, "gpu-operator", 3))
+	app = w.get(t, "gpu-operator")
+	if res.Outcome != bus.OutcomeRefreshed || app.Annotations[v1alpha1.AnnotationArgoRefresh] != "" {
+		t.Errorf("redelivery: outcome %s, refresh %q; want Refreshed without a second refresh", res.Outcome, app.Annotations[v1alpha1.AnnotationArgoRefresh])
+	}
+	if app.ResourceVersion != before {
+		t.Errorf("redelivery wrote the Application (resourceVersion %s -> %s); a same-step no-op must not", before, app.ResourceVersion)
+	}
+}
+
+func TestIntegrationForeignUntouched(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	theirs := &argov1alpha1.Application{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Namespace: w.ns, Labels: map[string]string{v1alpha1.LabelManagedBy: "argocd-autopilot"}},
+		Spec: argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/theirs", Path: "x"},
+			Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "theirs"}},
+	}
+	created, err := w.apps.Create(ctx, theirs, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create foreign: %v", err)
+	}
+	res := w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
+	if res.Outcome != bus.OutcomeForeign || res.Reason != v1alpha1.ReasonForeignObject || !strings.Contains(res.Message, `"argocd-autopilot"`) {
+		t.Errorf("apply: %s/%s %q; want Foreign/ForeignObject with the owner evidence", res.Outcome, res.Reason, res.Message)
+	}
+	rres, err := w.w.Remove(ctx, removeCmd("gpu-operator", 2))
+	if err != nil || rres.Outcome != bus.OutcomeForeign {
+		t.Errorf("remove: %+v, %v; want Foreign", rres, err)
+	}
+	if got := w.get(t, "gpu-operator"); got == nil || got.ResourceVersion != created.ResourceVersion {
+		t.Errorf("the foreign Application was written or deleted")
+	}
+}
+
+func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	const gate = "gpu-readiness"
+	hello := w.plans["hello"]
+	if res := w.apply(t, applyCmd(hello, gate, 1)); res.Outcome != bus.OutcomeSyncStarted {
+		t.Fatalf("first step: outcome %s; want SyncStarted", res.Outcome)
+	}
+	// Argo CD picks our operation up and, later, another one runs: write that state as the
+	// controller would (no status subresource: an update writes status).
+	app := w.get(t, gate)
+	app.Operation = nil
+	app.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationRunning, StartedAt: metav1.Now(),
+		Operation: argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}, Sync: &argov1alpha1.SyncOperation{Revision: "sha256:old"}}}
+	if _, err := w.apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+		t.Fatalf("write running operation: %v", err)
+	}
+	_, err := w.w.Apply(ctx, applyCmd(hello, gate, 2))
+	var notYet *bus.NotYetError
+	if !errors.As(err, &notYet) {
+		t.Fatalf("Apply with a running operation = %v; want NotYet", err)
+	}
+	app = w.get(t, gate)
+	if app.Operation != nil || app.Status.OperationState == nil || app.Status.OperationState.Phase != synccommon.OperationRunning ||
+		!app.Status.OperationState.Operation.InitiatedBy.Automated {
+		t.Fatalf("running operation clobbered: operation %+v, state %+v", app.Operation, app.Status.OperationState)
+	}
+
+	// It finishes; the redelivered command starts our sync and clears the old state.
+	app.Status.OperationState.Phase = synccommon.OperationSucceeded
+	if _, err := w.apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+		t.Fatalf("finish operation: %v", err)
+	}
+	res := w.apply(t, applyCmd(hello, gate, 2))
+	app = w.get(t, gate)
+	if res.Outcome != bus.OutcomeSyncStarted || app.Operation == nil {
+		t.Fatalf("outcome %s, operation %+v; want SyncStarted with our operation", res.Outcome, app.Operation)
+	}
+	if app.Status.OperationState != nil {
+		t.Errorf("operationState kept: %+v; the sync patch clears it", app.Status.OperationState)
+	}
+	op := app.Operation
+	if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, testRollout+"/2") ||
+		!cmp.Equal(op.Sync.SyncOptions, appspec.SyncOptions()) || op.Sync.Revision != app.Spec.Source.TargetRevision {
+		t.Errorf("operation = %+v; want ours for step 2 with the spec's syncOptions", op)
+	}
+	// A redelivery does not start a second one.
+	rv := app.ResourceVersion
+	if res := w.apply(t, applyCmd(hello, gate, 2)); res.Outcome != bus.OutcomeSyncStarted {
+		t.Errorf("redelivery outcome %s", res.Outcome)
+	}
+	if got := w.get(t, gate).ResourceVersion; got != rv {
+		t.Errorf("redelivery wrote the Application again (%s -> %s)", rv, got)
+	}
+}
+
+// finishDeletion does what Argo CD does once the release's resources are gone: it removes the
+// resources finalizer.
+func (w *world) finishDeletion(t testing.TB, name string) {
+	t.Helper()
+	patch := `{"metadata":{"finalizers":null}}`
+	if _, err := w.apps.Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("remove finalizer of %s: %v", name, err)
+	}
+}
+
+func TestIntegrationRemove(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
+	cmd := removeCmd("gpu-operator", 7)
+	_, err := w.w.Remove(ctx, cmd)
+	var notYet *bus.NotYetError
+	if !errors.As(err, &notYet) {
+		t.Fatalf("Remove = %v; want NotYet while Argo CD deletes", err)
+	}
+	app := w.get(t, "gpu-operator")
+	if app == nil || app.DeletionTimestamp == nil || !hasResourcesFinalizer(app) || app.Annotations[v1alpha1.AnnotationDeleteRollout] != testRollout {
+		t.Fatalf("Application %+v; want it deleting, held by the resources finalizer, annotated delete-rollout", app.ObjectMeta)
+	}
+	if app.Spec.Source == nil || app.Spec.Source.RepoURL == "" {
+		t.Errorf("the removal apply dropped the spec Argo CD needs to delete the resources")
+	}
+	if _, err := w.w.Remove(ctx, cmd); !errors.As(err, &notYet) {
+		t.Errorf("redelivery while deleting = %v; want NotYet", err)
+	}
+	w.finishDeletion(t, "gpu-operator")
+	res, err := w.w.Remove(ctx, cmd)
+	if err != nil || res.Outcome != bus.OutcomeRemoved {
+		t.Fatalf("after deletion: %+v, %v; want Removed", res, err)
+	}
+}
+
+func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
+	var newcomer *argov1alpha1.Application
+	w.hooked.beforeDelete = func() {
+		// Between the writer's read and its delete, a person deletes ours and creates their own.
+		w.finishDeletion(t, "gpu-operator")
+		if err := w.apps.Delete(ctx, "gpu-operator", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete ours: %v", err)
+		}
+		var err error
+		newcomer, err = w.apps.Create(ctx, &argov1alpha1.Application{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Namespace: w.ns},
+			Spec: argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/mine", Path: "x"},
+				Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "mine"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("create namesake: %v", err)
+		}
+	}
+	res, err := w.w.Remove(ctx, removeCmd("gpu-operator", 7))
+	if err != nil || res.Outcome != bus.OutcomeForeign {
+		t.Fatalf("Remove = %+v, %v; want Foreign after the UID precondition failed", res, err)
+	}
+	got := w.get(t, "gpu-operator")
+	if got == nil || newcomer == nil || got.UID != newcomer.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("the namesake did not survive: %+v", got)
+	}
+
+	// An owned namesake of another UID than the step names is left alone as well.
+	w2 := newWorld(t)
+	w2.apply(t, applyCmd(w2.plans["hello"], "gpu-operator", 1))
+	live := w2.get(t, "gpu-operator")
+	res, err = w2.w.Remove(ctx, removeCmd("gpu-operator", 7, func(c *bus.RemoveCommand) { c.UID = "0000-old" }))
+	if err != nil || res.Outcome != bus.OutcomeFailed || res.Reason != bus.ResultReasonRecreated {
+		t.Fatalf("Remove of a gone UID = %+v, %v; want Failed/%s", res, err, bus.ResultReasonRecreated)
+	}
+	if got := w2.get(t, "gpu-operator"); got == nil || got.ResourceVersion != live.ResourceVersion {
+		t.Errorf("the owned namesake was written or deleted")
+	}
+}
+
+// TestIntegrationHandEditForcedBack: after another field manager edits fields the operator
+// applies, an unforced apply conflicts (fixtures scenario 10) and the writer's forced apply takes
+// the fields back.
+func TestIntegrationHandEditForcedBack(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	hello := w.plans["hello"]
+	w.apply(t, applyCmd(hello, "gpu-operator", 1))
+	force := true
+	edit := fmt.Sprintf(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"gpu-operator","namespace":%q},`+
+		`"spec":{"syncPolicy":{"automated":{"enabled":false}},"source":{"repoURL":%q,"helm":{"valuesObject":{"message":"by hand"}}}}}`,
+		w.ns, appspec.RepoURL(testRepository, "charts/gpu-operator"))
+	if _, err := w.apps.Patch(ctx, "gpu-operator", types.ApplyPatchType, []byte(edit), metav1.PatchOptions{FieldManager: "someone-else", Force: &force}); err != nil {
+		t.Fatalf("hand edit: %v", err)
+	}
+	// What the operator's write would meet without force:
+	body, err := manifest(mustBuild(t, w, hello, "gpu-operator", 2), v1alpha1.StepWriteChanged, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noForce := false
+	if _, err := w.apps.Patch(ctx, "gpu-operator", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &noForce}); !apierrors.IsConflict(err) {
+		t.Fatalf("unforced apply after a hand edit = %v; want a conflict", err)
+	}
+
+	res := w.apply(t, applyCmd(hello, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Force = true }))
+	if res.Outcome != bus.OutcomeWritten {
+		t.Errorf("outcome %s; want Written (the values differed)", res.Outcome)
+	}
+	app := w.get(t, "gpu-operator")
+	if e := app.Spec.SyncPolicy.Automated.Enabled; e == nil || !*e {
+		t.Errorf("automated.enabled = %v; want true again", e)
+	}
+	if !strings.Contains(string(app.Spec.Source.Helm.ValuesObject.Raw), `"message":"hello"`) {
+		t.Errorf("values = %s; want the planned message back", app.Spec.Source.Helm.ValuesObject.Raw)
+	}
+	if got := ownerOf(app, `"f:message"`); !cmp.Equal(got, []string{"aicr-operator/Apply"}) {
+		t.Errorf("values.message owned by %v; want aicr-operator/Apply alone", got)
+	}
+}
+
+func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argov1alpha1.Application {
+	t.Helper()
+	cmd := applyCmd(p, release, index)
+	app, err := appspec.Build(w.w.settings, appspec.Input{Runtime: cmd.Runtime, RuntimeUID: cmd.RuntimeUID, PlanDigest: cmd.PlanDigest,
+		Release: mustRelease(t, p, release), StepID: cmd.Step.ID, StepStarted: cmd.Step.Started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// benchReleases is how many Applications the benchmark writes in turn.
+const benchReleases = 64
+
+// benchPlan is a plan of benchReleases independent releases whose values carry variant.
+func benchPlan(t testing.TB, variant string) *plan.Plan {
+	t.Helper()
+	var sb strings.Builder
+	sb.WriteString("apiVersion: bundle.aicr.run/v1alpha1\nkind: Bundle\nmetadata: {name: bench, version: 1.0.0}\ncomponents:\n")
+	for i := range benchReleases {
+		fmt.Fprintf(&sb, "- {name: bench-%02d, namespace: bench, chart: {path: charts/bench, digest: \"sha256:%s\"}, values: {variant: %s, replicas: %d}}\n",
+			i, hex('7'), variant, i)
+	}
+	b, err := plan.ParseBundle([]byte(sb.String()))
+	if err != nil {
+		t.Fatalf("parse bench bundle: %v", err)
+	}
+	p, err := plan.Resolve(b, plan.Inputs{})
+	if err != nil {
+		t.Fatalf("resolve bench plan: %v", err)
+	}
+	return p
+}
+
+// storePlan stores p's ConfigMap in the world's operator namespace.
+func (w *world) storePlan(t testing.TB, p *plan.Plan) *plan.Plan {
+	t.Helper()
+	cm, err := p.ConfigMap(w.opNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.kube.CoreV1().ConfigMaps(w.opNS).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("store plan: %v", err)
+	}
+	return p
+}
+
+// countingPublisher counts results and says when n arrived.
+type countingPublisher struct {
+	mu   sync.Mutex
+	n    int
+	want int
+	done chan struct{}
+	bad  []string
+}
+
+func (p *countingPublisher) Publish(_ context.Context, _, _ string, m bus.Envelope) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := m.(*bus.ApplyResult); ok && r.Outcome != bus.OutcomeWritten && len(p.bad) < 5 {
+		p.bad = append(p.bad, r.Outcome+": "+r.Message)
+	}
+	p.n++
+	if p.n == p.want {
+		close(p.done)
+	}
+	return nil
+}
+
+// BenchmarkApplyWrites measures Application writes per second through the real dispatch loop
+// (JetStream work queue, N workers) against the real API server. Every command is a changed
+// write: 64 releases alternate between two plans.
+//
+//	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube) go test -tags integration -run '^$' -bench ApplyWrites ./applier/internal/appwriter
+func BenchmarkApplyWrites(b *testing.B) {
+	for _, workers := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			w := newWorld(b, "hello", "upgraded")
+			ctx := context.Background()
+			_, js := w.js.Connect(b)
+			cons, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
+			if err != nil {
+				b.Fatalf("consumer: %v", err)
+			}
+			pub := bus.NewPublisher(js, "bench")
+			plans := []*plan.Plan{w.storePlan(b, benchPlan(b, "a")), w.storePlan(b, benchPlan(b, "b"))}
+			for i := range b.N {
+				release := fmt.Sprintf("bench-%02d", i%benchReleases)
+				cmd := applyCmd(plans[(i/benchReleases)%2], release, int32(i+1))
+				cmd.ID = fmt.Sprintf("bench/%d/%d", workers, i)
+				if err := pub.Publish(ctx, bus.ApplySubject(testRuntime, release), cmd.ID, cmd); err != nil {
+					b.Fatalf("publish: %v", err)
+				}
+			}
+			counter := &countingPublisher{want: b.N, done: make(chan struct{})}
+			w.w.pub = counter
+			dctx, cancel := context.WithCancel(ctx)
+			d := &bus.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
+			errc := make(chan error, 1)
+			b.ResetTimer()
+			go func() { errc <- d.Run(dctx) }()
+			select {
+			case <-counter.done:
+			case <-time.After(resultTimeout):
+				b.Fatalf("%d of %d results within %s", counter.n, b.N, resultTimeout)
+			}
+			b.StopTimer()
+			cancel()
+			if err := <-errc; err != nil {
+				b.Fatalf("dispatch: %v", err)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+			if len(counter.bad) > 0 {
+				b.Logf("some commands were not plain writes: %v", counter.bad)
+			}
+		})
+	}
+}
