@@ -211,7 +211,7 @@ func condReason(rt *v1alpha1.ClusterRuntime, typ string) string {
 func bundleYAML(t *testing.T, comps []map[string]any) string {
 	b, err := yaml.Marshal(map[string]any{
 		"apiVersion": plan.BundleAPIVersion, "kind": plan.BundleKind,
-		"metadata":   map[string]any{"name": "gpu-stack", "version": "1.0.0"}, "components": comps,
+		"metadata": map[string]any{"name": "gpu-stack", "version": "1.0.0"}, "components": comps,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,11 @@ func TestRolloutThroughTheBus(t *testing.T) {
 		component("prometheus", 1, "cert-manager"),
 		component("gpu-operator", 1, "nfd", "prometheus"),
 		component("network-operator", 1, "nfd"),
-		func() map[string]any { c := component("gpu-gate", 1, "gpu-operator"); c["readinessGate"] = true; return c }(),
+		func() map[string]any {
+			c := component("gpu-gate", 1, "gpu-operator")
+			c["readinessGate"] = true
+			return c
+		}(),
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bundle", Namespace: ns}, Data: map[string]string{"bundle.yaml": bundleYAML(t, v1)}}
 	if _, err := h.core.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {

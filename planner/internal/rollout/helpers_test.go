@@ -77,7 +77,9 @@ func newRollout(t testing.TB, from, to *plan.Plan, opts plan.StepOptions) *v1alp
 	return r
 }
 
-func env(now time.Time) Env { return Env{Now: now, Identities: []string{"system:serviceaccount:aicr-system:aicr-planner"}} }
+func env(now time.Time) Env {
+	return Env{Now: now, Identities: []string{"system:serviceaccount:aicr-system:aicr-planner"}}
+}
 
 func ready(r *v1alpha1.RuntimeRollout, index int32) *bus.ReleaseVerdict {
 	s := Step(r, index)

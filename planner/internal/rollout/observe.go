@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
@@ -257,4 +256,3 @@ func ReleaseDigests(active []string, activeDigest string, r *v1alpha1.RuntimeRol
 	}
 	return out
 }
-

@@ -63,7 +63,9 @@ func TestConditions(t *testing.T) {
 		"invalid override stalls": {mod: func(in *Inputs) {
 			in.ResolveReason, in.ResolveMessage, in.DesiredDigest = v1alpha1.ReasonInvalidOverride, "spec.overrides[0].component: no component", ""
 		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonInvalidOverride, resolved: v1alpha1.ReasonInvalidOverride, engine_: v1alpha1.ReasonEngineAvailable},
-		"no active plan": {mod: func(in *Inputs) { in.ActiveDigest, in.DesiredDigest, in.ResolveReason = "", "", v1alpha1.ReasonBundleUnavailable },
+		"no active plan": {mod: func(in *Inputs) {
+			in.ActiveDigest, in.DesiredDigest, in.ResolveReason = "", "", v1alpha1.ReasonBundleUnavailable
+		},
 			ready: v1alpha1.ReasonNoActivePlan, stalled: v1alpha1.ReasonBundleUnavailable, resolved: v1alpha1.ReasonBundleUnavailable, engine_: v1alpha1.ReasonEngineAvailable},
 		"credentials unavailable": {mod: func(in *Inputs) {
 			in.Credentials = &bus.CredentialsStatus{Reason: v1alpha1.ReasonRegistryCredentialsUnavailable, Message: "secret missing"}
