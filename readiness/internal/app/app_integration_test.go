@@ -1,0 +1,351 @@
+//go:build integration
+
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+// Named timeouts of the waits below.
+const (
+	readyTimeout   = 30 * time.Second
+	messageTimeout = 30 * time.Second
+	stopTimeout    = 15 * time.Second
+	// notReadyWindow is how long a readiness watcher without NATS is watched staying not ready.
+	notReadyWindow = 2 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	// No Argo CD CRDs at start: the watcher must find them when they are installed later.
+	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true}))
+}
+
+// running is one readiness binary started with Run.
+type running struct {
+	health string
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func start(t *testing.T, env *testenv.Env, natsURL string, extra ...string) *running {
+	t.Helper()
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	var o Options
+	o.BindFlags(fs)
+	args := append([]string{
+		"--nats-url", natsURL, "--kubeconfig", env.Kubeconfig, "--health-addr", "127.0.0.1:0", "--metrics-addr", "",
+		"--namespace", "aicr-system", "--log-level", "debug", "--registry-repository", "registry.example.com/aicr",
+	}, extra...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	o.started = func(a string) { addr <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{done: make(chan error, 1), cancel: cancel}
+	go func() { r.done <- Run(ctx, o) }()
+	select {
+	case r.health = <-addr:
+	case err := <-r.done:
+		t.Fatalf("readiness exited at start: %v", err)
+	case <-time.After(readyTimeout):
+		t.Fatalf("readiness did not listen within %s", readyTimeout)
+	}
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels and expects a clean exit.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("readiness exited with %v, want a clean exit", err)
+		}
+	case <-time.After(stopTimeout):
+		t.Errorf("readiness did not stop within %s", stopTimeout)
+	}
+}
+
+func (r *running) readyz() (int, string) {
+	resp, err := http.Get("http://" + r.health + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
+		}
+		time.Sleep(50 * time.Millisecond) // the poll interval, not a wait for state
+	}
+}
+
+// events subscribes to every event subject (core NATS sees what JetStream stores).
+type events struct {
+	sub *nats.Subscription
+}
+
+func subscribe(t *testing.T, ns *natstest.Server) *events {
+	t.Helper()
+	nc, _ := ns.Connect(t)
+	sub, err := nc.SubscribeSync(bus.SubjectEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &events{sub: sub}
+}
+
+// next returns the next message of type typ that satisfies match, decoded into into.
+func (e *events) next(t *testing.T, typ string, into any, match func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(messageTimeout)
+	for {
+		msg, err := e.sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("no %s matching within %s: %v", typ, messageTimeout, err)
+		}
+		var h bus.Header
+		if json.Unmarshal(msg.Data, &h) != nil || h.Type != typ {
+			continue
+		}
+		if err := json.Unmarshal(msg.Data, into); err != nil {
+			t.Fatalf("decode %s: %v", typ, err)
+		}
+		if match() {
+			return
+		}
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	env := testenv.Current(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	argo := argoclient.NewForConfigOrDie(env.Config)
+	for _, n := range []string{"argocd", "aicr-system"} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("with NATS unreachable the binary stays not ready and still stops cleanly", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := "nats://" + ln.Addr().String()
+		ln.Close()
+		r := start(t, env, dead)
+		deadline := time.Now().Add(notReadyWindow)
+		for time.Now().Before(deadline) {
+			if code, body := r.readyz(); code == http.StatusOK {
+				t.Fatalf("/readyz is OK without NATS: %s", body)
+			}
+			time.Sleep(100 * time.Millisecond) // sampling the probe over the window
+		}
+		r.stop(t)
+	})
+
+	ns := natstest.Start(t)
+	ev := subscribe(t, ns)
+	r := start(t, env, ns.URL)
+
+	t.Run("readyz turns ready against NATS and the apiserver", func(t *testing.T) {
+		eventually(t, readyTimeout, "/readyz 200", func() (bool, string) {
+			code, body := r.readyz()
+			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+		})
+	})
+
+	t.Run("Argo CD CRDs missing: EngineMissing", func(t *testing.T) {
+		var st bus.EngineStatus
+		ev.next(t, bus.TypeEngineStatus, &st, func() bool { return st.Reason == v1alpha1.ReasonEngineMissing })
+		if st.Available {
+			t.Errorf("engine status %+v", st)
+		}
+	})
+
+	t.Run("CRDs installed after start are picked up: ProjectMissing, then available", func(t *testing.T) {
+		if err := env.InstallArgoCRDs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var st bus.EngineStatus
+		ev.next(t, bus.TypeEngineStatus, &st, func() bool { return st.Reason == v1alpha1.ReasonProjectMissing })
+		proj := &argov1alpha1.AppProject{ObjectMeta: metav1.ObjectMeta{Name: "aicr", Namespace: "argocd"}}
+		if _, err := argo.ArgoprojV1alpha1().AppProjects("argocd").Create(ctx, proj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ev.next(t, bus.TypeEngineStatus, &st, func() bool { return st.Available && st.Reason == v1alpha1.ReasonEngineAvailable })
+	})
+
+	// A plan with one release, stored the way the planner stores it.
+	b, err := plan.ParseBundle([]byte(bundle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Resolve(b, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := p.ConfigMap("aicr-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps("aicr-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := p.Release("gpu-operator")
+	settings := appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
+	desired, err := appspec.Build(settings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: p.Digest(), Release: rel, StepID: "r-1/1", StepStarted: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
+	apps := argo.ArgoprojV1alpha1().Applications("argocd")
+
+	t.Run("status written the way Argo CD writes it gives the right verdicts", func(t *testing.T) {
+		app, err := apps.Create(ctx, desired.DeepCopy(), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v bus.ReleaseVerdict
+		ev.next(t, bus.TypeReleaseVerdict, &v, func() bool { return v.Release == "gpu-operator" })
+		if v.Ready || v.StepID != "r-1/1" {
+			t.Fatalf("a new Application's verdict: %+v", v)
+		}
+		// Argo CD: automated sync Running with the new comparedTo, Synced/Healthy while the
+		// PostSync hook runs. A plain update: the CRD has no status subresource.
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		app.Operation = &argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{Revision: app.Spec.Source.TargetRevision}, InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}}
+		app.Status = argov1alpha1.ApplicationStatus{
+			Sync:           argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argov1alpha1.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
+			Health:         argov1alpha1.AppHealthStatus{Status: "Healthy", LastTransitionTime: &now},
+			ReconciledAt:   &now,
+			OperationState: &argov1alpha1.OperationState{Phase: synccommon.OperationRunning, Message: "waiting for completion of hook batch/Job/gpu-operator-post", StartedAt: now, Operation: *app.Operation.DeepCopy()},
+		}
+		if app, err = apps.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ev.next(t, bus.TypeReleaseVerdict, &v, func() bool { return v.Observed.OperationPhase == "Running" })
+		if v.Ready {
+			t.Fatalf("ready while the PostSync hook runs: %+v", v)
+		}
+		// The sync succeeds: Argo CD clears .operation in the same write.
+		app.Operation = nil
+		app.Status.OperationState.Phase = synccommon.OperationSucceeded
+		app.Status.OperationState.Message = "successfully synced (no more tasks)"
+		app.Status.OperationState.FinishedAt = &now
+		app.Status.OperationState.SyncResult = &argov1alpha1.SyncOperationResult{Revision: app.Spec.Source.TargetRevision, Source: *app.Spec.Source.DeepCopy()}
+		if _, err = apps.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ev.next(t, bus.TypeReleaseVerdict, &v, func() bool { return v.Ready })
+		for _, f := range v.Fences {
+			if f.State != v1alpha1.FencePassed {
+				t.Errorf("ready verdict with fence %+v", f)
+			}
+		}
+	})
+
+	t.Run("drift kinds are reported, and their end", func(t *testing.T) {
+		app, err := apps.Get(ctx, "gpu-operator", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig := app.DeepCopy()
+		app.Spec.Destination.Namespace = "elsewhere"
+		no := false
+		app.Spec.SyncPolicy.Automated.Enabled = &no
+		app.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"replicas":5}`)
+		if app, err = apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+			t.Fatal(err)
+		}
+		var d bus.DriftReport
+		ev.next(t, bus.TypeDriftReport, &d, func() bool { return len(d.Kinds) > 0 })
+		want := []string{bus.DriftAutoSyncDisabled, bus.DriftDestination, bus.DriftValues}
+		if fmt.Sprint(d.Kinds) != fmt.Sprint(want) {
+			t.Errorf("drift kinds = %v, want %v (fields %v, managers %v)", d.Kinds, want, d.Fields, d.Managers)
+		}
+		app.Spec = orig.Spec
+		if _, err = apps.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ev.next(t, bus.TypeDriftReport, &d, func() bool { return len(d.Kinds) == 0 })
+	})
+
+	t.Run("deleting an owned Application by hand is reported Deleted", func(t *testing.T) {
+		if err := apps.Delete(ctx, "gpu-operator", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var d bus.DriftReport
+		ev.next(t, bus.TypeDriftReport, &d, func() bool { return len(d.Kinds) == 1 && d.Kinds[0] == bus.DriftDeleted })
+		if d.Release != "gpu-operator" || d.Runtime != "cluster" {
+			t.Errorf("deleted report %+v", d)
+		}
+	})
+
+	t.Run("cancel gives a clean exit", func(t *testing.T) {
+		r.stop(t)
+	})
+}
+
+const bundle = `apiVersion: bundle.aicr.run/v1alpha1
+kind: Bundle
+metadata: {name: test, version: 1.0.0}
+components:
+- name: gpu-operator
+  namespace: gpu-operator
+  chart: {path: charts/gpu-operator, digest: "sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4"}
+  values: {replicas: 2}
+`
