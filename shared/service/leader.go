@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
@@ -25,8 +26,19 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 		Client:     b.KubeClient.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: b.opts.Identity},
 	}
-	var workErr error
-	lost := false
+	// The elector runs OnStartedLeading in a goroutine it does not wait for: own it here, so
+	// work has stopped (and workErr is safe to read) before RunLeader returns, and so a work
+	// error ends the election instead of leaving the lease held by a replica doing nothing.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		workErr  error
+		workDone = make(chan struct{})
+		mu       sync.Mutex
+		started  bool // work began
+		finished bool // le.Run returned: work must not begin any more
+		lost     bool
+	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   b.opts.LeaseDuration,
@@ -36,8 +48,18 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 		Name:            b.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
+				mu.Lock()
+				if finished {
+					mu.Unlock()
+					return
+				}
+				started = true
+				mu.Unlock()
 				b.Log.Info().Str("identity", b.opts.Identity).Msg("became leader")
-				workErr = work(lctx)
+				defer close(workDone)
+				if workErr = work(lctx); workErr != nil {
+					cancel()
+				}
 			},
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
@@ -50,6 +72,13 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 		return fmt.Errorf("set up leader election: %w", err)
 	}
 	le.Run(ctx)
+	mu.Lock()
+	finished = true
+	wait := started
+	mu.Unlock()
+	if wait {
+		<-workDone
+	}
 	if workErr != nil {
 		return workErr
 	}
