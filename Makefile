@@ -10,7 +10,7 @@ BIN_DIR ?= $(CURDIR)/bin
 GO_TEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 25m
 # Tools the integration tier needs (real etcd + kube-apiserver); the e2e tier adds Argo CD.
-INTEGRATION_TOOLS := etcd kube kwok controller-gen
+INTEGRATION_TOOLS := etcd kube kwok helm controller-gen
 E2E_TOOLS := etcd kube kwok helm registry argocd redis controller-gen
 tools_bin = $(shell hack/tools.sh bindir $(1))
 pkgs = $(foreach m,$(1),./$(m)/...)

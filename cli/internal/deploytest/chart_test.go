@@ -411,6 +411,8 @@ func TestChartRBAC(t *testing.T) {
 			{"update", "coordination.k8s.io", "leases", "", ops, "aicr-planner"},
 			{"create", "", "events", "", ops, ""},
 			{"create", "events.k8s.io", "events", "", ops, ""},
+			// Events about the cluster-scoped ClusterRuntime live in "default".
+			{"create", "", "events", "", "default", ""},
 		},
 		"applier": {
 			{"get", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
