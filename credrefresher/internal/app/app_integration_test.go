@@ -40,7 +40,8 @@ type binary struct {
 	healthURL, metricsURL string
 	log                   *os.File
 	cancel                context.CancelFunc
-	exit                  chan int
+	done                  chan struct{} // closed when Main returned
+	code                  int           // Main's exit code, once done
 }
 
 // start runs Main with args plus the cluster, health and metrics flags, logging to a file.
@@ -59,17 +60,21 @@ func start(t *testing.T, env *testenv.Env, args ...string) *binary {
 		t.Fatal(err)
 	}
 	b := &binary{healthURL: fmt.Sprintf("http://127.0.0.1:%d", hp), metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp),
-		log: logf, exit: make(chan int, 1)}
+		log: logf, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	args = append([]string{"--kubeconfig", env.Kubeconfig, "--health-addr", fmt.Sprintf("127.0.0.1:%d", hp),
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", mp), "--log-level", "trace"}, args...)
-	go func() { b.exit <- Main(ctx, args, logf) }()
+	go func() {
+		defer close(b.done)
+		b.code = Main(ctx, args, logf)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-b.exit:
+		case <-b.done:
 		case <-time.After(shutdownTimeout):
+			t.Errorf("Main did not return within %s of cancel", shutdownTimeout)
 		}
 	})
 	return b
@@ -79,9 +84,8 @@ func start(t *testing.T, env *testenv.Env, args ...string) *binary {
 func (b *binary) stop(t *testing.T) (int, string) {
 	t.Helper()
 	b.cancel()
-	var code int
 	select {
-	case code = <-b.exit:
+	case <-b.done:
 	case <-time.After(shutdownTimeout):
 		t.Fatalf("Main did not return within %s of cancel", shutdownTimeout)
 	}
@@ -89,7 +93,7 @@ func (b *binary) stop(t *testing.T) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return code, string(raw)
+	return b.code, string(raw)
 }
 
 func get(ctx context.Context, url string) (int, string, error) {

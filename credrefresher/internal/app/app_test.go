@@ -12,7 +12,7 @@ func TestValidate(t *testing.T) {
 		args    []string
 		wantErr []string
 	}{
-		"aws with a repository": {args: []string{"--registry-repository", "123456789012.dkr.ecr.us-west-2.amazonaws.com/aicr"}},
+		"aws with a repository":      {args: []string{"--registry-repository", "123456789012.dkr.ecr.us-west-2.amazonaws.com/aicr"}},
 		"static needs no repository": {args: []string{"--registry-auth", "static"}},
 		"aws without a repository": {
 			wantErr: []string{"--registry-repository is required with --registry-auth aws"},
