@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"encoding/json"
+
 	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,7 +16,7 @@ import (
 // status.history, status.summary, status.sourceHydrator, comparedTo.ignoreDifferences (never
 // compared), operationState.syncResult.resources and the managedFields entries drift does not
 // read: the controller's (it owns status) and the operator's own updates (refresh annotation,
-// operation). The operator's apply and every other manager's entries stay.
+// operation). The operator's apply and every other manager's entries stay, cut to their f:spec.
 func Transform(obj any) (any, error) {
 	app, ok := obj.(*argov1alpha1.Application)
 	if !ok {
@@ -37,10 +39,33 @@ func Transform(obj any) (any, error) {
 			case e.Manager == drift.ControllerManager:
 			case e.Manager == v1alpha1.FieldManager && e.Operation != metav1.ManagedFieldsOperationApply:
 			default:
+				e.FieldsV1 = specFields(e.FieldsV1)
 				kept = append(kept, e)
 			}
 		}
 		app.ManagedFields = kept
 	}
 	return app, nil
+}
+
+// specFields keeps only the f:spec part of a field set: drift reads nothing else, and a
+// manager that created the Application with its status would otherwise keep every
+// status.resources entry alive in the cache.
+func specFields(f *metav1.FieldsV1) *metav1.FieldsV1 {
+	if f == nil {
+		return nil
+	}
+	var set map[string]json.RawMessage
+	if err := json.Unmarshal(f.Raw, &set); err != nil {
+		return f
+	}
+	spec, ok := set["f:spec"]
+	if !ok {
+		return &metav1.FieldsV1{Raw: []byte("{}")}
+	}
+	raw, err := json.Marshal(map[string]json.RawMessage{"f:spec": spec})
+	if err != nil {
+		return f
+	}
+	return &metav1.FieldsV1{Raw: raw}
 }

@@ -109,7 +109,7 @@ func drifts(s []sent) []*bus.DriftReport {
 var testSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
 
 // testPlan is a one-release plan stored as its ConfigMap.
-func testPlan(t *testing.T) (*plan.Plan, *corev1.ConfigMap) {
+func testPlan(t testing.TB) (*plan.Plan, *corev1.ConfigMap) {
 	t.Helper()
 	b, err := plan.ParseBundle([]byte(bundleYAML))
 	if err != nil {
@@ -128,7 +128,7 @@ func testPlan(t *testing.T) (*plan.Plan, *corev1.ConfigMap) {
 
 // written is the Application the applier writes for step stepID, with the status Argo CD
 // writes once the sync of it succeeded.
-func written(t *testing.T, p *plan.Plan, stepID string) *argov1alpha1.Application {
+func written(t testing.TB, p *plan.Plan, stepID string) *argov1alpha1.Application {
 	t.Helper()
 	r, ok := p.Release("gpu-operator")
 	if !ok {
