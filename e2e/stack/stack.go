@@ -96,7 +96,8 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 		}
 	}
 	start := time.Now()
-	env, err := testenv.Start(testenv.Options{Kwok: true, ArgoCD: true, Registry: true, Log: o.Log, ArgoCDAppResync: 30 * time.Second})
+	auth := &testenv.BasicAuth{Username: "aicr", Password: randomPassword()}
+	env, err := testenv.Start(testenv.Options{Kwok: true, ArgoCD: true, Registry: true, RegistryAuth: auth, Log: o.Log, ArgoCDAppResync: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +179,21 @@ func (s *Stack) prepareCluster(ctx context.Context) error {
 		Namespace(EngineNamespace).Create(ctx, project, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create appproject: %w", err)
 	}
-	// One repository Secret per chart: the local registry is plain HTTP, which Argo CD v3.4.2
-	// honours per repository (insecureOCIForceHttp).
+	// The repo-creds Secret the chart documents for registry.auth static: the admin's
+	// credentials for every chart under registry.repository.
+	creds := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: RepoCredsSecret, Namespace: EngineNamespace,
+			Labels: map[string]string{v1alpha1.LabelArgoSecretType: v1alpha1.ArgoSecretTypeRepoCreds}},
+		StringData: map[string]string{
+			"type": "oci", "url": "oci://" + s.Repository, "insecureOCIForceHttp": "true",
+			"username": s.Env.Registry.Auth.Username, "password": s.Env.Registry.Auth.Password,
+		},
+	}
+	if _, err := s.Kube.CoreV1().Secrets(EngineNamespace).Create(ctx, creds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create repo-creds secret: %w", err)
+	}
+	// One repository Secret per chart as well: the local registry is plain HTTP, which Argo CD
+	// v3.4.2 honours per repository (insecureOCIForceHttp).
 	for _, c := range ExampleComponents() {
 		if err := s.Env.CreateOCIRepoSecret(ctx, "aicr-repo-"+c.Name, "oci://"+s.Repository+"/"+c.Dir+"/"+c.Name); err != nil {
 			return err
@@ -449,6 +463,12 @@ func (s *Stack) registerWebhook(ctx context.Context) error {
 		return fmt.Errorf("register webhook: %w", err)
 	}
 	return nil
+}
+
+func randomPassword() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
 }
 
 func freePorts(n int) ([]int, error) {
