@@ -76,12 +76,12 @@ type Stack struct {
 	NATSURL    string
 	Dir        string
 
-	opts  Options
-	nats  *server.Server
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd
-	exits map[string]chan struct{}
-	log   io.Writer
+	opts     Options
+	nats     *server.Server
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd
+	exits    map[string]chan struct{}
+	log      io.Writer
 	hookPort int
 }
 

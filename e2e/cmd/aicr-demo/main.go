@@ -19,8 +19,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/e2e/stack"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 func main() {

@@ -1,45 +1,30 @@
 //go:build e2e
 
-package suite
+package rollout
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
-	"github.com/aicr-run/aicr-operator/e2e/stack"
 )
-
-func application(t *testing.T, s *stack.Stack, name string) *argov1alpha1.Application {
-	t.Helper()
-	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(t.Context(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get application %s: %v", name, err)
-	}
-	var app argov1alpha1.Application
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
-		t.Fatalf("decode application %s: %v", name, err)
-	}
-	return &app
-}
 
 // The example bundle rolls out to Ready; every step starts only after the steps of its
 // dependencies finished (the DAG), each release's Application has the specification's shape,
 // and the readiness gate was synced by an operation initiated by aicr-operator.
 func TestExampleBundleRollsOutInDependencyOrder(t *testing.T) {
-	s := need(t)
+	s := stacktest.Need(t)
 	bundle, err := s.ExampleBundle("1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := rolledOut(t, s, bundle, stack.DefaultRuntimeSpec())
+	rt := stacktest.RolledOut(t, s, bundle, stack.DefaultRuntimeSpec())
 	ro, err := s.Rollout(t.Context(), rt.Status.Rollout)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +54,7 @@ func TestExampleBundleRollsOutInDependencyOrder(t *testing.T) {
 	}
 
 	for _, c := range stack.ExampleComponents() {
-		app := application(t, s, c.Name)
+		app := stacktest.Application(t, s, c.Name)
 		if got := app.Labels[v1alpha1.LabelManagedBy]; got != v1alpha1.ManagedByValue {
 			t.Errorf("%s: label %s = %q", c.Name, v1alpha1.LabelManagedBy, got)
 		}

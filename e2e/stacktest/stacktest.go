@@ -1,0 +1,113 @@
+// Package stacktest runs one local stack (package stack) per e2e test package: Main starts it
+// from TestMain, Need hands it to a test, and the helpers wait for the runtime's conditions.
+package stacktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+// Named timeouts: Argo CD syncs one of the example charts in a few seconds on an idle machine;
+// the rest is headroom for a loaded 2-core one running several stacks.
+const (
+	UpTimeout      = 6 * time.Minute
+	RolloutTimeout = 8 * time.Minute
+	ChangeTimeout  = 3 * time.Minute
+)
+
+var current *stack.Stack
+
+// Main builds the binaries when AICR_BIN_DIR is not set, starts the stack, runs the tests and
+// stops it. TestMain passes its result to os.Exit. Missing tools skip every test (Need) unless
+// AICR_REQUIRE_TOOLS=1.
+func Main(m *testing.M, o stack.Options) int {
+	if o.BinDir == "" {
+		o.BinDir = os.Getenv(stack.EnvBinDir)
+	}
+	if o.BinDir == "" {
+		dir, err := os.MkdirTemp("", "aicr-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if err := stack.BuildBinaries(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			return 1
+		}
+		o.BinDir = dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), UpTimeout)
+	defer cancel()
+	s, err := stack.Up(ctx, o)
+	switch {
+	case errors.Is(err, testenv.ErrToolsMissing) && os.Getenv(testenv.EnvRequireTools) != "1":
+		fmt.Fprintf(os.Stderr, "%v\ne2e: skipped\n", err)
+		return m.Run()
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "FAIL: start the local stack:", err)
+		return 1
+	}
+	current = s
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "e2e: logs of every process are in %s/logs (kept with AICR_KEEP_TESTENV=1)\n", s.Dir)
+	}
+	if err := s.Down(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: stop the local stack:", err)
+		return 1
+	}
+	return code
+}
+
+// Need returns the package's stack, skipping the test when the tools are missing.
+func Need(t *testing.T) *stack.Stack {
+	t.Helper()
+	if current == nil {
+		t.Skip("the local stack is not running (tools missing)")
+	}
+	return current
+}
+
+// RolledOut applies the bundle and the runtime spec and waits for Ready=True/RolledOut.
+func RolledOut(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.ClusterRuntimeSpec) *v1alpha1.ClusterRuntime {
+	t.Helper()
+	ctx := t.Context()
+	if err := s.ApplyBundle(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyRuntime(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := s.WaitCondition(ctx, RolloutTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// Application reads one Application as Argo CD's type.
+func Application(t *testing.T, s *stack.Stack, name string) *argov1alpha1.Application {
+	t.Helper()
+	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get application %s: %v", name, err)
+	}
+	var app argov1alpha1.Application
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
+		t.Fatalf("decode application %s: %v", name, err)
+	}
+	return &app
+}
