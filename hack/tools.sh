@@ -21,7 +21,7 @@ CONTROLLER_TOOLS_VERSION=v0.19.0
 NATS_SERVER_VERSION=v2.15.2
 
 CACHE=${AICR_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aicr-operator/tools}
-ALL_TOOLS=(etcd kube kwok helm registry controller-gen argocd redis)
+ALL_TOOLS=(etcd kube kwok helm registry controller-gen argocd redis nats-server)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -35,6 +35,7 @@ version_of() {
     registry) echo "$REGISTRY_VERSION" ;;
     controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
     redis) echo "debian" ;;
+    nats-server) echo "$NATS_SERVER_VERSION" ;;
     *) log "unknown tool $1 (known: ${ALL_TOOLS[*]})"; exit 2 ;;
   esac
 }
@@ -165,6 +166,8 @@ build_kwok() {
 build_helm() { build_goinstall "$1" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"; }
 build_registry() { build_goinstall "$1" "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION"; }
 build_controller-gen() { build_goinstall "$1" "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION"; }
+# nats-server runs as its own process where a test kills and restarts it (e2e/chaos).
+build_nats-server() { build_goinstall "$1" "github.com/nats-io/nats-server/v2@$NATS_SERVER_VERSION"; }
 build_redis() {
   mkdir -p "$1/bin.tmp"
   if ! command -v redis-server >/dev/null 2>&1; then
