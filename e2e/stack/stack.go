@@ -64,6 +64,8 @@ type Options struct {
 	Log io.Writer
 	// ExtraFlags are appended to a binary's flags, by binary name.
 	ExtraFlags map[string][]string
+	// AWSAuth, when set, runs credrefresher in aws mode against a fake ECR endpoint (credentials.go).
+	AWSAuth *AWSAuth
 }
 
 // Stack is a running local stack.
@@ -96,7 +98,7 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 		}
 	}
 	start := time.Now()
-	auth := &testenv.BasicAuth{Username: "aicr", Password: randomPassword()}
+	auth := o.registryAuth()
 	env, err := testenv.Start(testenv.Options{Kwok: true, ArgoCD: true, Registry: true, RegistryAuth: auth, Log: o.Log, ArgoCDAppResync: 30 * time.Second})
 	if err != nil {
 		return nil, err
@@ -119,6 +121,9 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 		return s, err
 	}
 	if err := s.prepareCluster(ctx); err != nil {
+		return s, err
+	}
+	if err := s.prepareCredentials(ctx); err != nil {
 		return s, err
 	}
 	s.nats, err = natsx.StartEmbedded(natsx.EmbeddedOptions{Addr: "127.0.0.1:0", StoreDir: filepath.Join(env.Dir, "nats")})
@@ -316,6 +321,7 @@ func (s *Stack) StartBinary(ctx context.Context, binary string) error {
 	}
 	cmd := exec.Command(filepath.Join(s.opts.BinDir, binary), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = s.binaryEnv(binary)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -374,6 +380,7 @@ func (s *Stack) Down() error {
 			errs = append(errs, err)
 		}
 	}
+	s.stopCredentials()
 	if s.nats != nil {
 		s.nats.Shutdown()
 		s.nats.WaitForShutdown()
