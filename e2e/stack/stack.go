@@ -28,8 +28,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -64,6 +62,9 @@ type Options struct {
 	Log io.Writer
 	// ExtraFlags are appended to a binary's flags, by binary name.
 	ExtraFlags map[string][]string
+	// DeferArgoCD starts the stack without Argo CD, its CRDs and the AppProject, so the operator
+	// finds the engine missing; Stack.StartArgoCD brings them up later (late.go).
+	DeferArgoCD bool
 	// AWSAuth, when set, runs credrefresher in aws mode against a fake ECR endpoint (credentials.go).
 	AWSAuth *AWSAuth
 }
@@ -99,7 +100,7 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 	}
 	start := time.Now()
 	auth := o.registryAuth()
-	env, err := testenv.Start(testenv.Options{Kwok: true, ArgoCD: true, Registry: true, RegistryAuth: auth, Log: o.Log, ArgoCDAppResync: 30 * time.Second})
+	env, err := testenv.Start(testenv.Options{Kwok: true, ArgoCD: !o.DeferArgoCD, SkipArgoCRDs: o.DeferArgoCD, Registry: true, RegistryAuth: auth, Log: o.Log, ArgoCDAppResync: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -160,29 +161,17 @@ func (s *Stack) pushCharts(ctx context.Context) error {
 // prepareCluster creates what the Helm chart creates: the operator and component namespaces,
 // the AppProject, the repo-creds Secret (static mode), and identities for the binaries.
 func (s *Stack) prepareCluster(ctx context.Context) error {
-	nss := append([]string{OperatorNamespace}, Namespaces(ExampleComponents())...)
+	nss := append([]string{OperatorNamespace, EngineNamespace}, Namespaces(ExampleComponents())...)
 	for _, ns := range nss {
 		_, err := s.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	var dests []any
-	for _, ns := range Namespaces(ExampleComponents()) {
-		dests = append(dests, map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns})
-	}
-	project := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
-		"metadata": map[string]any{"name": Project, "namespace": EngineNamespace},
-		"spec": map[string]any{
-			"sourceRepos":              []any{"oci://" + s.Repository + "/charts/*", "oci://" + s.Repository + "/wrappers/*"},
-			"destinations":             dests,
-			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
-		},
-	}}
-	if _, err := s.Dynamic.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}).
-		Namespace(EngineNamespace).Create(ctx, project, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create appproject: %w", err)
+	if !s.opts.DeferArgoCD {
+		if err := s.createProject(ctx); err != nil {
+			return err
+		}
 	}
 	// The repo-creds Secret the chart documents for registry.auth static: the admin's
 	// credentials for every chart under registry.repository.
