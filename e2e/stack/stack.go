@@ -67,6 +67,8 @@ type Options struct {
 	DeferArgoCD bool
 	// AWSAuth, when set, runs credrefresher in aws mode against a fake ECR endpoint (credentials.go).
 	AWSAuth *AWSAuth
+	// Chaos, when set, runs NATS as a process and no Argo CD, for fault injection (chaos.go).
+	Chaos *ChaosOptions
 }
 
 // Stack is a running local stack.
@@ -97,6 +99,9 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("binary %s not in %s (run make build): %w", b, o.BinDir, err)
 		}
+	}
+	if o.Chaos != nil {
+		return upChaos(ctx, o)
 	}
 	start := time.Now()
 	auth := o.registryAuth()
@@ -370,6 +375,9 @@ func (s *Stack) Down() error {
 		}
 	}
 	s.stopCredentials()
+	if err := s.StopBinary(NATSServer, false); err != nil { // the nats-server process of a chaos stack
+		errs = append(errs, err)
+	}
 	if s.nats != nil {
 		s.nats.Shutdown()
 		s.nats.WaitForShutdown()
