@@ -296,8 +296,10 @@ func (e *Env) stop() error {
 		if err := os.WriteFile(filepath.Join(e.Dir, keptFile), nil, 0o600); err != nil {
 			return fmt.Errorf("mark kept dir: %w", err)
 		}
+		// one at a time, newest first: a kube-apiserver whose etcd went first hangs on SIGTERM
 		fmt.Fprintf(log, "testenv: %s=running: left running, export KUBECONFIG=%s; stop with:\n"+
-			"  tac %s | while read -r name pid; do kill -TERM -- -$pid; done\n", EnvKeep, e.Kubeconfig, filepath.Join(e.Dir, pidsFile))
+			"  tac %s | while read -r name pid; do kill -TERM -- -$pid; while kill -0 $pid 2>/dev/null; do sleep 0.2; done; done\n",
+			EnvKeep, e.Kubeconfig, filepath.Join(e.Dir, pidsFile))
 		return nil
 	}
 	begin := time.Now()
