@@ -264,7 +264,8 @@ func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, err
 	case "applier":
 		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--registry-repository=" + s.Repository, "--workers=8"}
 	case "readiness":
-		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--leader-elect"}
+		// The chart passes --registry-repository to readiness too: without it drift is not checked.
+		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--registry-repository=" + s.Repository, "--leader-elect"}
 	case "credrefresher":
 		own = []string{"--registry-auth=static", "--registry-repository=" + s.Repository, "--engine-namespace=" + EngineNamespace, "--repo-creds-secret=" + RepoCredsSecret, "--leader-elect"}
 	case "admission":
