@@ -1,0 +1,296 @@
+//go:build e2e
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+const (
+	// engineFieldManager is the field manager of the fake controller's writes, as Argo CD's.
+	engineFieldManager = "argocd-application-controller"
+	// watchWindow ends each watch so that failed writes are retried (admission or the apiserver
+	// down) without waiting for another event.
+	watchWindow = 2
+	// retryBackoff separates attempts to reach an apiserver that is down.
+	retryBackoff = 200 * time.Millisecond
+)
+
+// engine plays Argo CD v3.4.2's application controller on the recorded rules a readiness judge
+// relies on (fixtures/argocd-v3.4.2/README.md): once a spec is written it shows it compared
+// (comparedTo = spec), Synced at the digest and Healthy, with an automated sync's
+// operationState (Succeeded, syncResult = spec); it answers a refresh request by removing the
+// annotation in the same write; it runs an operation written to .operation (recording it in
+// operationState and clearing .operation). A readiness gate's chart holds only hooks, so its
+// changes are never auto-synced: only an explicit operation syncs it (rule 5).
+//
+// It also records every version of every Application it sees (recorder).
+type engine struct {
+	res dynamic.ResourceInterface
+	rec *recorder
+	log func(format string, args ...any)
+
+	items map[string]*unstructured.Unstructured
+	retry map[string]bool
+	// Writes and relists, for the report.
+	writes, relists int
+}
+
+func newEngine(s *stack.Stack, rec *recorder, log func(string, ...any)) *engine {
+	return &engine{
+		res: s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace),
+		rec: rec, log: log, items: map[string]*unstructured.Unstructured{}, retry: map[string]bool{},
+	}
+}
+
+// run watches Applications until ctx ends, resuming from the last resourceVersion it saw, so
+// that every version in between reaches the recorder; it lists again only when the apiserver
+// says that version is gone.
+func (e *engine) run(ctx context.Context) {
+	lastRV := ""
+	for ctx.Err() == nil {
+		if lastRV == "" {
+			list, err := e.res.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				pause(ctx, retryBackoff)
+				continue
+			}
+			e.relists++
+			e.items = map[string]*unstructured.Unstructured{}
+			for i := range list.Items {
+				u := &list.Items[i]
+				e.rec.observe(watch.Added, u)
+				e.items[u.GetName()] = u
+				e.reconcile(ctx, u)
+			}
+			lastRV = list.GetResourceVersion()
+		}
+		timeout := int64(watchWindow)
+		w, err := e.res.Watch(ctx, metav1.ListOptions{ResourceVersion: lastRV, TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
+		if err != nil {
+			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+				lastRV = ""
+			}
+			pause(ctx, retryBackoff)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired) {
+					lastRV = ""
+				}
+				break
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			lastRV = u.GetResourceVersion()
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			e.rec.observe(ev.Type, u)
+			if ev.Type == watch.Deleted {
+				delete(e.items, u.GetName())
+				continue
+			}
+			e.items[u.GetName()] = u
+			e.reconcile(ctx, u)
+		}
+		w.Stop()
+		for name := range e.retry {
+			if u, ok := e.items[name]; ok {
+				e.reconcile(ctx, u)
+			}
+		}
+	}
+}
+
+// reconcile writes the status Argo CD would show for u, if it differs.
+func (e *engine) reconcile(ctx context.Context, u *unstructured.Unstructured) {
+	patch := desiredPatch(u, time.Now().UTC())
+	if patch == nil {
+		delete(e.retry, u.GetName())
+		return
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		panic(err) // maps of JSON values
+	}
+	_, err = e.res.Patch(ctx, u.GetName(), types.JSONPatchType, raw, metav1.PatchOptions{FieldManager: engineFieldManager})
+	switch {
+	case err == nil:
+		e.writes++
+		delete(e.retry, u.GetName())
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		delete(e.retry, u.GetName()) // a newer version is on its way
+	default:
+		e.retry[u.GetName()] = true // admission or the apiserver is down: the next window retries
+	}
+}
+
+// desiredPatch returns the JSON patch that turns u's status into what Argo CD shows for u's
+// spec, or nil when it already does. The patch carries u's resourceVersion: it applies only to
+// the version it was computed from.
+func desiredPatch(u *unstructured.Unstructured, now time.Time) []map[string]any {
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	src, _, _ := unstructured.NestedMap(spec, "source")
+	dest, _, _ := unstructured.NestedMap(spec, "destination")
+	rev, _, _ := unstructured.NestedString(src, "targetRevision")
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	if status == nil {
+		status = map[string]any{}
+	}
+	op, hasOp, _ := unstructured.NestedMap(u.Object, "operation")
+	_, refresh := u.GetAnnotations()[v1alpha1.AnnotationArgoRefresh]
+	gate := u.GetAnnotations()[v1alpha1.AnnotationReadinessGate] == "true"
+
+	cmpSrc, _, _ := unstructured.NestedMap(status, "sync", "comparedTo", "source")
+	cmpDest, _, _ := unstructured.NestedMap(status, "sync", "comparedTo", "destination")
+	syncStatus, _, _ := unstructured.NestedString(status, "sync", "status")
+	syncRev, _, _ := unstructured.NestedString(status, "sync", "revision")
+	health, _, _ := unstructured.NestedString(status, "health", "status")
+	resSrc, _, _ := unstructured.NestedMap(status, "operationState", "syncResult", "source")
+	resRev, _, _ := unstructured.NestedString(status, "operationState", "syncResult", "revision")
+	compared := equality.Semantic.DeepEqual(cmpSrc, src) && equality.Semantic.DeepEqual(cmpDest, dest)
+	autoSync := !gate && (!equality.Semantic.DeepEqual(resSrc, src) || resRev != rev)
+	if !hasOp && !refresh && !autoSync && compared && syncStatus == "Synced" && syncRev == rev && health == "Healthy" {
+		return nil
+	}
+
+	ts := now.Format(time.RFC3339)
+	next := runtime.DeepCopyJSON(status)
+	next["sync"] = map[string]any{"status": "Synced", "revision": rev,
+		"comparedTo": map[string]any{"source": runtime.DeepCopyJSONValue(src), "destination": runtime.DeepCopyJSONValue(dest)}}
+	if health != "Healthy" {
+		next["health"] = map[string]any{"status": "Healthy", "lastTransitionTime": ts}
+	}
+	next["reconciledAt"] = ts
+	next["sourceType"] = "Helm"
+	next["controllerNamespace"] = stack.EngineNamespace
+	delete(next, "conditions")
+	result := map[string]any{"revision": rev, "source": runtime.DeepCopyJSONValue(src)}
+	switch {
+	case hasOp:
+		next["operationState"] = map[string]any{"operation": runtime.DeepCopyJSONValue(op), "phase": "Succeeded",
+			"message": "successfully synced (all tasks run)", "syncResult": result, "startedAt": ts, "finishedAt": ts}
+	case autoSync:
+		syncOptions, _, _ := unstructured.NestedSlice(spec, "syncPolicy", "syncOptions")
+		sync := map[string]any{"revision": rev, "prune": true}
+		if syncOptions != nil {
+			sync["syncOptions"] = syncOptions
+		}
+		auto := map[string]any{"sync": sync, "initiatedBy": map[string]any{"automated": true}}
+		if retry, ok, _ := unstructured.NestedMap(spec, "syncPolicy", "retry"); ok {
+			auto["retry"] = retry
+		}
+		next["operationState"] = map[string]any{"operation": auto, "phase": "Succeeded",
+			"message": "successfully synced (all tasks run)", "syncResult": result, "startedAt": ts, "finishedAt": ts}
+	}
+	patch := []map[string]any{
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": u.GetResourceVersion()},
+		{"op": "add", "path": "/status", "value": next},
+	}
+	if hasOp {
+		patch = append(patch, map[string]any{"op": "remove", "path": "/operation"})
+	}
+	if refresh {
+		patch = append(patch, map[string]any{"op": "remove", "path": "/metadata/annotations/" + strings.ReplaceAll(v1alpha1.AnnotationArgoRefresh, "/", "~1")})
+	}
+	return patch
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// recorder checks every Application version the engine sees:
+//   - a step's Application has one spec: no step ID maps to two different spec contents (a
+//     stale or duplicated command that wrote an older spec under a step would show here);
+//   - an Application never goes back to a step it left (a stale command of an earlier rollout
+//     rewriting it);
+//   - no Application is deleted (the chaos bundles only upgrade).
+type recorder struct {
+	mu         sync.Mutex
+	specs      map[string]map[string]string // application -> step -> spec JSON
+	steps      map[string][]string          // application -> steps in the order seen
+	versions   int
+	violations []string
+}
+
+func newRecorder() *recorder {
+	return &recorder{specs: map[string]map[string]string{}, steps: map[string][]string{}}
+}
+
+func (r *recorder) observe(t watch.EventType, u *unstructured.Unstructured) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versions++
+	name := u.GetName()
+	if t == watch.Deleted {
+		r.violations = append(r.violations, fmt.Sprintf("Application %s was deleted (resourceVersion %s)", name, u.GetResourceVersion()))
+		return
+	}
+	step := u.GetAnnotations()[v1alpha1.AnnotationStep]
+	if step == "" {
+		return
+	}
+	spec, _ := json.Marshal(u.Object["spec"]) // maps marshal with sorted keys
+	if r.specs[name] == nil {
+		r.specs[name] = map[string]string{}
+	}
+	if prev, ok := r.specs[name][step]; ok && prev != string(spec) {
+		r.violations = append(r.violations, fmt.Sprintf("Application %s written twice under step %s with different specs:\n  first: %s\n  then:  %s", name, step, prev, spec))
+	} else if !ok {
+		r.specs[name][step] = string(spec)
+	}
+	seen := r.steps[name]
+	if n := len(seen); n == 0 || seen[n-1] != step {
+		for _, s := range seen {
+			if s == step {
+				r.violations = append(r.violations, fmt.Sprintf("Application %s went back to step %s after %s (resourceVersion %s)", name, step, seen[n-1], u.GetResourceVersion()))
+				break
+			}
+		}
+		r.steps[name] = append(seen, step)
+	}
+}
+
+// report returns the violations and a summary.
+func (r *recorder) report() ([]string, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	apps := make([]string, 0, len(r.steps))
+	total := 0
+	for a, s := range r.steps {
+		apps = append(apps, a)
+		total += len(s)
+	}
+	sort.Strings(apps)
+	return append([]string(nil), r.violations...), fmt.Sprintf("%d Application versions seen, %d step writes over %d Applications", r.versions, total, len(apps))
+}

@@ -1,0 +1,29 @@
+//go:build e2e
+
+package chaos
+
+import (
+	"flag"
+	"os"
+	"testing"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+)
+
+var (
+	flagRollouts = flag.Int("chaos.rollouts", 20, "upgrade rollouts to run under faults (after the first install)")
+	flagSeed     = flag.Int64("chaos.seed", 0, "seed of the bundle changes and the fault schedule (0: from the clock; the test logs it)")
+)
+
+// leaseFlags make a SIGKILLed leader's successor take over within seconds.
+var leaseFlags = []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+
+func TestMain(m *testing.M) {
+	os.Exit(stacktest.Main(m, stack.Options{
+		Chaos: &stack.ChaosOptions{Namespaces: namespaces()},
+		ExtraFlags: map[string][]string{
+			"planner": leaseFlags, "readiness": leaseFlags, "credrefresher": leaseFlags,
+		},
+	}))
+}
