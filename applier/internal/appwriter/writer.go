@@ -243,7 +243,9 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			}
 		}
 	}
-	if gate {
+	// Under suspendEngine the engine is asked to hold still: no explicit sync either. (One left
+	// running would also hold the resume write back, NotYet, past a later Remove of the release.)
+	if gate && !cmd.SuspendEngine {
 		if app, err = w.startSync(ctx, app, desired, stepID); err != nil {
 			return nil, err
 		}

@@ -614,6 +614,29 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 	}
 }
 
+// TestApplySuspendedReadinessReleaseStartsNoSync: a write under suspendEngine turns automated
+// sync off and starts no explicit sync of a readiness release. A sync started then ran while the
+// engine was meant to hold still, and made the resume write wait (NotYet) until after a Remove of
+// the release had deleted the Application, which the resume then created again (e2e/lifecycle).
+func TestApplySuspendedReadinessReleaseStartsNoSync(t *testing.T) {
+	const gate = "gpu-readiness"
+	h := newHarness(t)
+	h.ownedApp(t, gate, 1)
+	h.apps.update(gate, func(a *argov1alpha1.Application) { a.Operation, a.Status.OperationState = nil, nil })
+	h.apps.writes()
+	res := h.apply(t, applyCmd(h.plan, gate, 2, func(c *bus.ApplyCommand) { c.SuspendEngine = true }))
+	if res.Outcome == bus.OutcomeSyncStarted {
+		t.Errorf("outcome %s under suspendEngine; want no sync", res.Outcome)
+	}
+	if op := h.apps.live(gate).Operation; op != nil {
+		t.Errorf("sync operation %+v written under suspendEngine", op)
+	}
+	// Resuming syncs the gate again.
+	if res := h.apply(t, applyCmd(h.plan, gate, 3)); res.Outcome != bus.OutcomeSyncStarted {
+		t.Errorf("outcome after resuming = %s, want %s", res.Outcome, bus.OutcomeSyncStarted)
+	}
+}
+
 // TestApplySyncDoesNotClobberAnOperationStartedMeanwhile: Argo CD starts an automated sync
 // between the writer's read and its sync patch; the resourceVersion guard makes the writer read
 // again and wait instead of replacing it.
