@@ -309,12 +309,12 @@ func (m *monkey) run(ctx context.Context) error {
 		if err := m.restartCrashed(); err != nil {
 			return err
 		}
-		pause(ctx, time.Duration(500+m.rand.IntN(2500))*time.Millisecond)
+		pause(ctx, time.Duration(100+m.rand.IntN(1400))*time.Millisecond)
 		if ctx.Err() != nil {
 			return m.restartCrashed()
 		}
 		target := targets[m.rand.IntN(len(targets))]
-		down := time.Duration(m.rand.IntN(1500)) * time.Millisecond
+		down := time.Duration(m.rand.IntN(1000)) * time.Millisecond
 		if err := m.kill(ctx, target); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ package chaos
 import (
 	"flag"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
@@ -23,7 +24,10 @@ func TestMain(m *testing.M) {
 	os.Exit(stacktest.Main(m, stack.Options{
 		Chaos: &stack.ChaosOptions{Namespaces: namespaces()},
 		ExtraFlags: map[string][]string{
-			"planner": leaseFlags, "readiness": leaseFlags, "credrefresher": leaseFlags,
+			"planner": leaseFlags, "credrefresher": leaseFlags,
+			// drift checks on: a write of the fake Argo CD that took a field from the operator
+			// would stall the rollouts
+			"readiness": append(slices.Clone(leaseFlags), "--registry-repository="+stack.ChaosRepository),
 		},
 	}))
 }

@@ -30,6 +30,10 @@ import (
 // <Dir>/logs/nats-server.log).
 const NATSServer = "nats-server"
 
+// ChaosRepository is the registry repository of a chaos stack: no registry runs and nothing
+// dials it, so a test can pass it in Options.ExtraFlags before Up.
+const ChaosRepository = "registry.chaos.invalid/" + RepositoryPath
+
 // Named timeouts of the chaos stack.
 const (
 	natsReadyTimeout      = 30 * time.Second
@@ -98,11 +102,7 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 	if s.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
 		return s, err
 	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		return s, err
-	}
-	s.Repository = "127.0.0.1:" + strconv.Itoa(port) + "/" + RepositoryPath // never dialled
+	s.Repository = ChaosRepository
 	if err := s.prepareChaosCluster(ctx, o.Chaos.Namespaces); err != nil {
 		return s, err
 	}
@@ -287,4 +287,22 @@ func (s *Stack) StartAPIServer(ctx context.Context) error {
 		_, err = s.Kube.Discovery().ServerVersion()
 		return err == nil, nil
 	})
+}
+
+// Crashed reports whether a process the stack started (a binary, or a chaos stack's
+// nats-server) exited by itself: it was not stopped with StopBinary or KillNATS. A supervisor
+// plays the kubelet with it: StopBinary, then StartBinary again.
+func (s *Stack) Crashed(name string) bool {
+	s.mu.Lock()
+	cmd, exited := s.procs[name], s.exits[name]
+	s.mu.Unlock()
+	if cmd == nil || exited == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
 }
