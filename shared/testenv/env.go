@@ -77,11 +77,13 @@ type Options struct {
 	// SkipArgoCRDs leaves out Argo CD's CRDs; install them later with Env.InstallArgoCRDs.
 	// Not allowed together with ArgoCD.
 	SkipArgoCRDs bool
-	// SkipApplicationSetCRD leaves out Argo CD's ApplicationSet CRD (1.4 MB: the apiserver needs
-	// 2 s idle, 7 s loaded, to establish it) for tests that use only Applications and AppProjects.
+	// SkipApplicationSetCRD leaves out Argo CD's ApplicationSet CRD (1.4 MB: the apiserver takes
+	// seconds to establish it, 7 s on a loaded machine) for tests that use only Applications and
+	// AppProjects.
 	SkipApplicationSetCRD bool
 
-	// APIServerArgs are extra kube-apiserver flags, appended last (a repeated flag wins).
+	// APIServerArgs are extra kube-apiserver flags, appended last: a plain flag given again
+	// overrides testenv's value, a list flag (--enable-admission-plugins) adds to it.
 	APIServerArgs []string
 
 	// ToolsDir is the folder with the binaries; when empty, $AICR_TOOLS_BIN, then hack/tools.sh.

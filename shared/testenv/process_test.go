@@ -76,7 +76,7 @@ func waitFile(t *testing.T, path string) {
 func TestStopEndsTheWholeProcessGroup(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "child")
-	p, err := startProc(procSpec{name: "shell", path: "/bin/sh", args: []string{"-c", "sleep 300 & echo $! > " + marker + "; wait"}}, dir, true)
+	p, err := startProc(procSpec{name: "shell", path: "/bin/sh", args: []string{"-c", "sleep 300 & echo $! > " + marker + ".tmp && mv " + marker + ".tmp " + marker + "; wait"}}, dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}
