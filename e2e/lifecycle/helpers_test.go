@@ -1,0 +1,499 @@
+//go:build e2e
+
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+// Named timeouts of this package (the rollout ones come from stacktest).
+const (
+	// heldTimeout bounds waiting for a step held back by the test to show why it waits.
+	heldTimeout = 2 * time.Minute
+	// goneTimeout bounds waiting for Argo CD to delete an Application and its resources.
+	goneTimeout = 3 * time.Minute
+	// restartTimeout bounds restarting a stopped process of the environment.
+	restartTimeout = 2 * time.Minute
+)
+
+// applied is what the tests last applied: the tests share one stack and run in order, and each
+// starts from the state the one before left (ensure).
+var applied struct {
+	set    bool
+	bundle []byte
+	spec   v1alpha1.ClusterRuntimeSpec
+}
+
+// fullBundle is the example bundle with every component.
+func fullBundle(t *testing.T, s *stack.Stack) []byte {
+	t.Helper()
+	b, err := s.ExampleBundle("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// bundleWithout is the example bundle without the named components.
+func bundleWithout(t *testing.T, s *stack.Stack, names ...string) []byte {
+	t.Helper()
+	var cs []stack.ExampleComponent
+	for _, c := range stack.ExampleComponents() {
+		if !slices.Contains(names, c.Name) {
+			cs = append(cs, c)
+		}
+	}
+	b, err := stack.BundleYAML("gpu-stack", "1.0.0", cs, s.Digests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// current returns what the previous test left applied, or the full example bundle with the
+// default spec when this test runs first.
+func current(t *testing.T, s *stack.Stack) ([]byte, v1alpha1.ClusterRuntimeSpec) {
+	if applied.set {
+		return applied.bundle, *applied.spec.DeepCopy()
+	}
+	return fullBundle(t, s), stack.DefaultRuntimeSpec()
+}
+
+// ensure brings the runtime to bundle and spec, rolled out (Ready=True/RolledOut at the desired
+// plan), and returns it.
+func ensure(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.ClusterRuntimeSpec) *v1alpha1.ClusterRuntime {
+	t.Helper()
+	if applied.set && string(applied.bundle) == string(bundle) && reflect.DeepEqual(applied.spec, spec) {
+		return waitRolledOut(t, s)
+	}
+	if _, err := s.Runtime(t.Context()); apierrors.IsNotFound(err) {
+		apply(t, s, bundle, spec)
+		return waitRolledOut(t, s)
+	}
+	change(t, s, bundle, spec)
+	return waitRolledOut(t, s)
+}
+
+// apply writes bundle and spec and remembers them.
+func apply(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.ClusterRuntimeSpec) {
+	t.Helper()
+	if err := s.ApplyBundle(t.Context(), bundle); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyRuntime(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	applied.set, applied.bundle, applied.spec = true, bundle, *spec.DeepCopy()
+}
+
+// change applies bundle and spec to a rolled-out runtime and returns the rollout that moves it
+// from its active plan to the new desired plan.
+func change(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.ClusterRuntimeSpec) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	rt, err := s.Runtime(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := rt.Status.ActivePlan
+	apply(t, s, bundle, spec)
+	return newRollout(t, s, from)
+}
+
+// newRollout waits until the runtime desires a plan other than from and names the rollout from
+// it to that plan.
+func newRollout(t *testing.T, s *stack.Stack, from string) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	var ro *v1alpha1.RuntimeRollout
+	err := testenv.WaitFor(t.Context(), stacktest.ChangeTimeout, "a rollout from plan "+from, func(ctx context.Context) (bool, error) {
+		rt, err := s.Runtime(ctx)
+		if err != nil {
+			return false, err
+		}
+		if rt.Status.DesiredPlan == "" || rt.Status.DesiredPlan == from || rt.Status.Rollout == "" {
+			return false, fmt.Errorf("desired plan %q, rollout %q (%s)", rt.Status.DesiredPlan, rt.Status.Rollout, stack.Blocker(rt))
+		}
+		r, err := s.Rollout(ctx, rt.Status.Rollout)
+		if err != nil {
+			return false, err
+		}
+		if r.Spec.FromDigest != from || r.Spec.ToDigest != rt.Status.DesiredPlan || len(r.Status.Steps) == 0 {
+			return false, fmt.Errorf("rollout %s goes %s -> %s with %d steps", r.Name, r.Spec.FromDigest, r.Spec.ToDigest, len(r.Status.Steps))
+		}
+		ro = r
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ro
+}
+
+// waitRolledOut waits for Ready=True/RolledOut, observed at the runtime's generation, at the
+// desired plan.
+func waitRolledOut(t *testing.T, s *stack.Stack) *v1alpha1.ClusterRuntime {
+	t.Helper()
+	var rt *v1alpha1.ClusterRuntime
+	err := testenv.WaitFor(t.Context(), stacktest.RolloutTimeout, "runtime Ready=True/RolledOut at its desired plan", func(ctx context.Context) (bool, error) {
+		r, err := s.Runtime(ctx)
+		if err != nil {
+			return false, err
+		}
+		rt = r
+		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonRolledOut || c.ObservedGeneration != r.Generation ||
+			r.Status.ActivePlan == "" || r.Status.ActivePlan != r.Status.DesiredPlan {
+			return false, fmt.Errorf("%s; progress %q", stack.Blocker(r), r.Status.Progress)
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// stepOf returns the rollout's step for release, failing the test when there is none or its
+// action differs.
+func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string, action v1alpha1.StepAction) v1alpha1.Step {
+	t.Helper()
+	for _, st := range ro.Status.Steps {
+		if st.Release == release {
+			if st.Action != action {
+				t.Fatalf("rollout %s: step %d %s is %s, want %s", ro.Name, st.Index, release, st.Action, action)
+			}
+			return st
+		}
+	}
+	t.Fatalf("rollout %s has no step for %s (steps: %s)", ro.Name, release, describeSteps(ro))
+	return v1alpha1.Step{}
+}
+
+func findStep(ro *v1alpha1.RuntimeRollout, release string) (v1alpha1.Step, bool) {
+	for _, st := range ro.Status.Steps {
+		if st.Release == release {
+			return st, true
+		}
+	}
+	return v1alpha1.Step{}, false
+}
+
+// stepID is the ID of a rollout's step, as in the protocol: "<rollout>/<index>".
+func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
+	return ro.Name + "/" + strconv.Itoa(int(st.Index))
+}
+
+func describeSteps(ro *v1alpha1.RuntimeRollout) string {
+	out := ""
+	for _, st := range ro.Status.Steps {
+		out += fmt.Sprintf("[%d %s %s %s %s] ", st.Index, st.Release, st.Action, st.State, st.Reason)
+	}
+	return out
+}
+
+// fence returns the named fence of a verdict.
+func fence(v *v1alpha1.Verdict, name string) (v1alpha1.Fence, bool) {
+	if v == nil {
+		return v1alpha1.Fence{}, false
+	}
+	for _, f := range v.Fences {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return v1alpha1.Fence{}, false
+}
+
+// allPassed fails the test unless every fence of the step's verdict is Passed.
+func allPassed(t *testing.T, st v1alpha1.Step) {
+	t.Helper()
+	if st.Verdict == nil || !st.Verdict.Ready || len(st.Verdict.Fences) == 0 {
+		t.Fatalf("step %d %s: verdict %+v, want ready with fences", st.Index, st.Release, st.Verdict)
+	}
+	for _, f := range st.Verdict.Fences {
+		if f.State != v1alpha1.FencePassed {
+			t.Errorf("step %d %s: fence %s is %s (%s), want Passed", st.Index, st.Release, f.Name, f.State, f.Message)
+		}
+	}
+}
+
+// waitRolloutDone waits until the rollout succeeded and returns it.
+func waitRolloutDone(t *testing.T, s *stack.Stack, name string) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	var ro *v1alpha1.RuntimeRollout
+	err := testenv.WaitFor(t.Context(), stacktest.RolloutTimeout, "rollout "+name+" succeeded", func(ctx context.Context) (bool, error) {
+		r, err := s.Rollout(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		ro = r
+		switch r.Status.Phase {
+		case v1alpha1.PhaseSucceeded:
+			return true, nil
+		case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseRevoked, v1alpha1.PhaseSuperseded:
+			return false, fmt.Errorf("rollout %s ended %s: %s (steps: %s)", name, r.Status.Phase, r.Status.Message, describeSteps(r))
+		}
+		return false, fmt.Errorf("phase %s: %s", r.Status.Phase, describeSteps(r))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ro
+}
+
+// withOverride returns spec with the override of component's path set to the JSON value.
+func withOverride(spec v1alpha1.ClusterRuntimeSpec, component, path, jsonValue string) v1alpha1.ClusterRuntimeSpec {
+	out := *spec.DeepCopy()
+	var o v1alpha1.Override
+	o.Component, o.Path, o.Value.Raw = component, path, []byte(jsonValue)
+	for i := range out.Overrides {
+		if out.Overrides[i].Component == component && out.Overrides[i].Path == path {
+			out.Overrides[i] = o
+			return out
+		}
+	}
+	out.Overrides = append(out.Overrides, o)
+	return out
+}
+
+// driverVersions are the gpu-operator driver versions the upgrade tests move between.
+var driverVersions = []string{"580.95.06", "580.95.07", "580.95.08", "580.95.09"}
+
+var nextDriver int
+
+// upgradeGPUOperator changes the gpu-operator's driver version (an override of a value the
+// bundle declares), from whatever the previous test left, and returns the new spec.
+func upgradeGPUOperator(t *testing.T, s *stack.Stack) ([]byte, v1alpha1.ClusterRuntimeSpec) {
+	t.Helper()
+	bundle, spec := current(t, s)
+	ensure(t, s, bundle, spec)
+	v := driverVersions[nextDriver%len(driverVersions)]
+	nextDriver++
+	return bundle, withOverride(spec, "gpu-operator", "driver.version", strconv.Quote(v))
+}
+
+// application decodes an Application.
+func application(u *unstructured.Unstructured) (*argov1alpha1.Application, error) {
+	var app argov1alpha1.Application
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
+		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
+	}
+	return &app, nil
+}
+
+func rollout(u *unstructured.Unstructured) (*v1alpha1.RuntimeRollout, error) {
+	var ro v1alpha1.RuntimeRollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+		return nil, fmt.Errorf("decode rollout %s: %w", u.GetName(), err)
+	}
+	return &ro, nil
+}
+
+// ownedApplications lists the Applications the operator owns.
+func ownedApplications(ctx context.Context, s *stack.Stack) ([]*argov1alpha1.Application, error) {
+	list, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).List(ctx,
+		metav1.ListOptions{LabelSelector: v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedByValue})
+	if err != nil {
+		return nil, err
+	}
+	var out []*argov1alpha1.Application
+	for i := range list.Items {
+		app, err := application(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, app)
+	}
+	return out, nil
+}
+
+// adminUsername is the username the environment's admin kubeconfig authenticates as.
+func adminUsername(t *testing.T, s *stack.Stack) string {
+	t.Helper()
+	r, err := s.Kube.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("who am I: %v", err)
+	}
+	return r.Status.UserInfo.Username
+}
+
+// approve approves the rollout's Remove steps as the admin, with kubectl-aicr, and checks that
+// the approval is recorded in the admin's name.
+func approve(t *testing.T, s *stack.Stack, name, reason string) {
+	t.Helper()
+	out, err := s.KubectlAICR(t.Context(), "approve", name, "--reason", reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl aicr approve: %s", out)
+	ro, err := s.Rollout(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := adminUsername(t, s)
+	if a := ro.Spec.Approval; a == nil || a.ApprovedBy != admin || a.Reason != reason || a.Revoked != nil {
+		t.Fatalf("rollout %s approval %+v, want approvedBy %q with reason %q", name, ro.Spec.Approval, admin, reason)
+	}
+}
+
+// history records every version of the objects a watch sees, with the resourceVersion each was
+// stored at. On the local stack resourceVersions are etcd revisions, one sequence across every
+// resource, so comparing them orders writes to different objects: what a second-precision
+// timestamp cannot.
+type history struct {
+	mu     sync.Mutex
+	events []recorded
+	err    error
+}
+
+type recorded struct {
+	Type   watch.EventType // "LIST" for the state found when the watch began
+	RV     uint64
+	Object *unstructured.Unstructured
+}
+
+// record watches gvr (in namespace, "" for cluster-scoped) from now until the test ends.
+func record(t *testing.T, s *stack.Stack, gvr schema.GroupVersionResource, namespace string) *history {
+	t.Helper()
+	var ri dynamic.ResourceInterface = s.Dynamic.Resource(gvr)
+	if namespace != "" {
+		ri = s.Dynamic.Resource(gvr).Namespace(namespace)
+	}
+	list, err := ri.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list %s: %v", gvr.Resource, err)
+	}
+	h := &history{}
+	for i := range list.Items {
+		h.add("LIST", &list.Items[i])
+	}
+	rv := list.GetResourceVersion()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			w, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(200 * time.Millisecond): // retry delay of a failed watch call
+				}
+				continue
+			}
+			for ev := range w.ResultChan() {
+				u, ok := ev.Object.(*unstructured.Unstructured)
+				if ev.Type == watch.Error || !ok {
+					h.fail(fmt.Errorf("watch %s: %v", gvr.Resource, apierrors.FromObject(ev.Object)))
+					w.Stop()
+					return
+				}
+				rv = u.GetResourceVersion()
+				h.add(ev.Type, u)
+			}
+			w.Stop()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func (h *history) add(typ watch.EventType, u *unstructured.Unstructured) {
+	rv, err := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		h.err = fmt.Errorf("resourceVersion %q of %s is not an etcd revision: %w", u.GetResourceVersion(), u.GetName(), err)
+		return
+	}
+	h.events = append(h.events, recorded{Type: typ, RV: rv, Object: u.DeepCopy()})
+}
+
+func (h *history) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = err
+	}
+}
+
+// of returns the recorded versions of the named object, oldest first.
+func (h *history) of(t *testing.T, name string) []recorded {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		t.Fatal(h.err)
+	}
+	var out []recorded
+	for _, e := range h.events {
+		if e.Object.GetName() == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// firstApp returns the first recorded version of the Application for which match holds.
+func firstApp(t *testing.T, h *history, name string, match func(*argov1alpha1.Application) bool) (recorded, *argov1alpha1.Application, bool) {
+	t.Helper()
+	for _, e := range h.of(t, name) {
+		app, err := application(e.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if match(app) {
+			return e, app, true
+		}
+	}
+	return recorded{}, nil, false
+}
+
+// firstStep returns the first recorded version of the rollout in which its step for release
+// satisfies match; a match already in the state found when the watch began does not count,
+// because its resourceVersion is not the one the step changed at.
+func firstStep(t *testing.T, h *history, rolloutName, release string, match func(v1alpha1.Step) bool) (recorded, v1alpha1.Step) {
+	t.Helper()
+	for _, e := range h.of(t, rolloutName) {
+		ro, err := rollout(e.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, ok := findStep(ro, release)
+		if !ok || !match(st) {
+			continue
+		}
+		if e.Type == "LIST" {
+			t.Fatalf("rollout %s: step %s already matched when the watch began", rolloutName, release)
+		}
+		return e, st
+	}
+	t.Fatalf("rollout %s: no recorded version where step %s matches", rolloutName, release)
+	return recorded{}, v1alpha1.Step{}
+}
+
+// stepSucceeded matches a Succeeded step.
+func stepSucceeded(st v1alpha1.Step) bool { return st.State == v1alpha1.StepSucceeded }
