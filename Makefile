@@ -99,3 +99,7 @@ images: ## Build the five images and the plugin's with docker (IMAGE_REGISTRY, I
 	  docker build -f deploy/Dockerfile --build-arg BINARY=$$b -t $${IMAGE_REGISTRY:-aicr-operator}/$$b:$${IMAGE_TAG:-dev} .; \
 	done; \
 	docker build -f deploy/Dockerfile --build-arg BINARY=cli --build-arg PACKAGE=./cmd/kubectl-aicr -t $${IMAGE_REGISTRY:-aicr-operator}/kubectl-aicr:$${IMAGE_TAG:-dev} .
+
+.PHONY: fuzz-long
+fuzz-long: ## Run each fuzz target for FUZZ_LONG_TIME (10m by default), a soak before a release
+	@hack/fuzz.sh $${FUZZ_LONG_TIME:-10m}
