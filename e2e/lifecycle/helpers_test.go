@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
@@ -103,7 +104,9 @@ func apply(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.ClusterRun
 	if err := s.ApplyBundle(t.Context(), bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ApplyRuntime(t.Context(), spec); err != nil {
+	// The planner writes the runtime's status (and finalizer) meanwhile: read and write again on
+	// a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.ApplyRuntime(t.Context(), spec) }); err != nil {
 		t.Fatal(err)
 	}
 	applied.set, applied.bundle, applied.spec = true, bundle, *spec.DeepCopy()
