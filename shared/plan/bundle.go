@@ -417,6 +417,9 @@ func decodeObject(raw []byte) (map[string]any, error) {
 }
 
 func decodeValue(raw []byte) (any, error) {
+	if v, err := fastDecode(raw); err == nil {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any

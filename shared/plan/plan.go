@@ -38,6 +38,8 @@ type Plan struct {
 	canonical []byte
 	digest    string
 	byName    map[string]int
+	// valueSpans are the offsets of each release's values in canonical.
+	valueSpans [][2]int
 }
 
 // Release is one component with its final values.
@@ -77,12 +79,14 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 	}
 	byName := make(map[string]int, len(b.Components))
 	releases := make([]Release, len(b.Components))
+	valuesSize := 0
 	for i, c := range b.Components {
 		if forbidden[c.Namespace] {
 			return nil, errorf(v1alpha1.ReasonNamespaceNotAllowed, fmt.Sprintf("components[%d].namespace", i),
 				"namespace %q is not allowed for a component (reserved: %s); use a namespace of the component's own", c.Namespace, strings.Join(sortedKeys(forbidden), ", "))
 		}
 		values := map[string]any{}
+		valuesSize += len(c.Values)
 		if len(bytes.TrimSpace(c.Values)) > 0 {
 			v, err := decodeObject(c.Values)
 			if err != nil {
@@ -103,7 +107,7 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 	}
 	sort.Slice(releases, func(i, j int) bool { return releases[i].Name < releases[j].Name })
 	p := &Plan{APIVersion: PlanAPIVersion, Bundle: b.Metadata, Releases: releases}
-	if err := p.seal(); err != nil {
+	if err := p.seal(valuesSize + 192*len(releases)); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -279,15 +283,15 @@ func deepCopy(v any) any {
 	}
 }
 
-// seal computes the canonical form, the digest and the name index.
-func (p *Plan) seal() error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
+// seal computes the canonical form, the digest and the name index. sizeHint is the expected
+// size of the canonical form (0 when unknown): growing a large plan's buffer step by step
+// copied it over and over.
+func (p *Plan) seal(sizeHint int) error {
+	canonical, spans, err := p.appendCanonical(make([]byte, 0, sizeHint))
+	if err != nil {
 		return fmt.Errorf("encode plan: %w", err)
 	}
-	p.canonical = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	p.canonical, p.valueSpans = canonical, spans
 	sum := sha256.Sum256(p.canonical)
 	p.digest = "sha256:" + hex.EncodeToString(sum[:])
 	p.byName = make(map[string]int, len(p.Releases))
@@ -334,7 +338,7 @@ func Decode(data []byte, want string) (*Plan, error) {
 			p.Releases[i].Values = map[string]any{}
 		}
 	}
-	if err := p.seal(); err != nil {
+	if err := p.seal(len(data)); err != nil {
 		return nil, err
 	}
 	if want != "" && p.digest != want {
@@ -345,22 +349,35 @@ func Decode(data []byte, want string) (*Plan, error) {
 
 // ValuesJSON returns the release's final values as JSON (keys sorted).
 func (r *Release) ValuesJSON() ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r.Values); err != nil {
+	if r.Values == nil {
+		return []byte("null"), nil
+	}
+	out, err := appendObject(nil, r.Values)
+	if err != nil {
 		return nil, fmt.Errorf("encode values of %s: %w", r.Name, err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return out, nil
 }
 
-// sameContent reports whether two releases render the same Application source and destination.
-func sameContent(a, b *Release) bool {
-	if a.Namespace != b.Namespace || a.Chart != b.Chart {
+// valuesJSON returns the values of release i as ValuesJSON does, from the canonical form when
+// the plan is sealed.
+func (p *Plan) valuesJSON(i int) ([]byte, error) {
+	if i < len(p.valueSpans) {
+		s := p.valueSpans[i]
+		return p.canonical[s[0]:s[1]], nil
+	}
+	return p.Releases[i].ValuesJSON()
+}
+
+// sameContent reports whether release ai of a and release bi of b render the same Application
+// source and destination.
+func sameContent(a *Plan, ai int, b *Plan, bi int) bool {
+	ar, br := &a.Releases[ai], &b.Releases[bi]
+	if ar.Namespace != br.Namespace || ar.Chart != br.Chart {
 		return false
 	}
-	av, err1 := a.ValuesJSON()
-	bv, err2 := b.ValuesJSON()
+	av, err1 := a.valuesJSON(ai)
+	bv, err2 := b.valuesJSON(bi)
 	return err1 == nil && err2 == nil && bytes.Equal(av, bv)
 }
 

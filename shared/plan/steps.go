@@ -37,7 +37,7 @@ func Steps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 			switch {
 			case !existed:
 				action[r.Name] = v1alpha1.ActionInstall
-			case !sameContent(old, r):
+			case !sameContent(from, from.byName[r.Name], to, i):
 				action[r.Name] = v1alpha1.ActionUpgrade
 			case !sameGraph(old, r) || opts.ApplyAll:
 				action[r.Name] = v1alpha1.ActionApply

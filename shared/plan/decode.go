@@ -1,0 +1,293 @@
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// errSlowPath sends a document the fast decoder does not accept to encoding/json, which
+// decodes it or reports the error it always reported.
+var errSlowPath = errors.New("not decoded by the fast path")
+
+// fastDecode decodes one JSON document into the values encoding/json produces with UseNumber
+// (map[string]any, []any, json.Number, string, bool, nil). It is only a fast path: any input
+// it does not accept (invalid JSON, trailing data) returns errSlowPath, and the caller decodes
+// with encoding/json. Reflection-based decoding dominated Resolve for large stacks.
+func fastDecode(data []byte) (any, error) {
+	d := fastDecoder{data: data}
+	d.skipSpace()
+	v, ok := d.value(0)
+	if !ok {
+		return nil, errSlowPath
+	}
+	d.skipSpace()
+	if d.pos != len(d.data) {
+		return nil, errSlowPath
+	}
+	return v, nil
+}
+
+// maxFastDepth bounds the fast path's recursion; deeper documents take the slow path, which
+// enforces encoding/json's own limit.
+const maxFastDepth = 1000
+
+type fastDecoder struct {
+	data []byte
+	pos  int
+}
+
+func (d *fastDecoder) skipSpace() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *fastDecoder) value(depth int) (any, bool) {
+	if d.pos >= len(d.data) || depth > maxFastDepth {
+		return nil, false
+	}
+	switch c := d.data[d.pos]; {
+	case c == '{':
+		return d.object(depth)
+	case c == '[':
+		return d.array(depth)
+	case c == '"':
+		return d.string()
+	case c == 't':
+		return true, d.literal("true")
+	case c == 'f':
+		return false, d.literal("false")
+	case c == 'n':
+		return nil, d.literal("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		return d.number()
+	}
+	return nil, false
+}
+
+func (d *fastDecoder) literal(s string) bool {
+	if len(d.data)-d.pos < len(s) || string(d.data[d.pos:d.pos+len(s)]) != s {
+		return false
+	}
+	d.pos += len(s)
+	return true
+}
+
+func (d *fastDecoder) object(depth int) (any, bool) {
+	d.pos++ // {
+	m := map[string]any{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return m, true
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+			return nil, false
+		}
+		k, ok := d.string()
+		if !ok {
+			return nil, false
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+			return nil, false
+		}
+		d.pos++
+		d.skipSpace()
+		v, ok := d.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		m[k.(string)] = v // a repeated key: the last one wins, as in encoding/json
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, false
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return m, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+func (d *fastDecoder) array(depth int) (any, bool) {
+	d.pos++ // [
+	l := []any{}
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == ']' {
+		d.pos++
+		return l, true
+	}
+	for {
+		d.skipSpace()
+		v, ok := d.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		l = append(l, v)
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, false
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case ']':
+			d.pos++
+			return l, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// number scans a JSON number and returns it as written.
+func (d *fastDecoder) number() (any, bool) {
+	start := d.pos
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		if ('0' <= c && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			d.pos++
+			continue
+		}
+		break
+	}
+	s := string(d.data[start:d.pos])
+	if !isNumber(s) {
+		return nil, false
+	}
+	return json.Number(s), true
+}
+
+// string decodes a JSON string as encoding/json does: invalid UTF-8 and unpaired surrogates
+// become U+FFFD.
+func (d *fastDecoder) string() (any, bool) {
+	d.pos++ // "
+	start := d.pos
+	// the common case: no escapes, ASCII or valid UTF-8
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		if c == '"' {
+			s := string(d.data[start:d.pos])
+			d.pos++
+			return s, true
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c < utf8.RuneSelf {
+			d.pos++
+			continue
+		}
+		r, size := utf8.DecodeRune(d.data[d.pos:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		d.pos += size
+	}
+	buf := append([]byte(nil), d.data[start:d.pos]...)
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			return string(buf), true
+		case c < 0x20:
+			return nil, false
+		case c == '\\':
+			if d.pos+1 >= len(d.data) {
+				return nil, false
+			}
+			e := d.data[d.pos+1]
+			d.pos += 2
+			switch e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, ok := d.hex4()
+				if !ok {
+					return nil, false
+				}
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
+						save := d.pos
+						d.pos += 2
+						if x, ok := d.hex4(); ok {
+							r2 = x
+						} else {
+							return nil, false
+						}
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							buf = utf8.AppendRune(buf, dec)
+							continue
+						}
+						d.pos = save // not a pair: the second escape is read on its own
+					}
+					r = utf8.RuneError
+				}
+				buf = utf8.AppendRune(buf, r)
+			default:
+				return nil, false
+			}
+		case c < utf8.RuneSelf:
+			buf = append(buf, c)
+			d.pos++
+		default:
+			r, size := utf8.DecodeRune(d.data[d.pos:])
+			if r == utf8.RuneError && size == 1 {
+				buf = utf8.AppendRune(buf, utf8.RuneError)
+			} else {
+				buf = append(buf, d.data[d.pos:d.pos+size]...)
+			}
+			d.pos += size
+		}
+	}
+	return nil, false
+}
+
+func (d *fastDecoder) hex4() (rune, bool) {
+	if len(d.data)-d.pos < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d.data[d.pos : d.pos+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r*16 + rune(c)
+	}
+	d.pos += 4
+	return r, true
+}
