@@ -63,7 +63,8 @@ func Detect(live, desired *argov1alpha1.Application) Report {
 		kinds[kind] = true
 		fields[field] = true
 	}
-	for _, p := range diffPaths(".spec", toJSON(desired.Spec), toJSON(live.Spec)) {
+	diffs := diffPaths(".spec", toJSON(desired.Spec), toJSON(live.Spec))
+	for _, p := range diffs {
 		add(classify(p, live), p)
 	}
 	for k, want := range desired.Labels {
@@ -84,10 +85,26 @@ func Detect(live, desired *argov1alpha1.Application) Report {
 	}
 	managers := map[string]bool{}
 	for _, t := range takenOver(live, desired) {
+		if !touches(t.path, diffs) {
+			// Another manager holds the field with the value the operator wrote: an edit undone
+			// by hand. The spec is as written, so it is no drift (else a rollout stalled on
+			// InventoryDrift could never go on), and the operator's next apply takes it back.
+			continue
+		}
 		managers[t.manager] = true
 		add(classify(t.path, live), t.path)
 	}
 	return Report{Kinds: keys(kinds), Fields: keys(fields), Managers: keys(managers)}
+}
+
+// touches reports whether path is one of paths, or inside or above one of them.
+func touches(path string, paths []string) bool {
+	for _, p := range paths {
+		if p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(path, p+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // classify names the kind of a differing field path.
