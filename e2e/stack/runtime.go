@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
@@ -57,12 +58,17 @@ func (s *Stack) ApplyRuntime(ctx context.Context, spec v1alpha1.ClusterRuntimeSp
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create clusterruntime: %w", err)
 		}
-		live, err := res.Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
+		// The planner writes status and its finalizer concurrently: re-read on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			live, err := res.Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			live.Object["spec"] = obj["spec"]
+			_, err = res.Update(ctx, live, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("get clusterruntime: %w", err)
-		}
-		live.Object["spec"] = obj["spec"]
-		if _, err := res.Update(ctx, live, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update clusterruntime: %w", err)
 		}
 	}
