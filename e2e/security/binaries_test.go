@@ -46,8 +46,9 @@ import (
 
 // Named timeouts.
 const (
-	// readyTimeout bounds a binary's /readyz turning 200 (NATS connected, streams declared).
-	readyTimeout = time.Minute
+	// readyTimeout bounds a binary's /readyz turning 200 (NATS connected, streams declared): a
+	// few seconds on an idle machine, the rest is headroom for a loaded one.
+	readyTimeout = 3 * time.Minute
 	// resultTimeout bounds a command's round trip through the applier, or a denial's audit record.
 	resultTimeout = time.Minute
 	// stopTimeout bounds a clean exit after SIGTERM.
@@ -176,11 +177,12 @@ func noViolations(t *testing.T, name string, out *lockedBuffer) {
 	}
 }
 
-// TestBinariesRunUnderTheirChartIdentities runs the real applier and admission binaries with
-// --nats-user and --nats-password-file against a nats-server with the chart's authorization:
-// both declare the streams and turn ready; the applier consumes an apply command (published by
-// the planner's identity), writes the Application and publishes its result; the webhook denies a
-// review and publishes the audit record. Neither hits a permissions violation.
+// TestBinariesRunUnderTheirChartIdentities runs the five real binaries with --nats-user and
+// --nats-password-file against a nats-server with the chart's authorization: each declares the
+// streams and turns ready; the applier consumes an apply command (published by the planner's
+// identity), writes the Application and publishes its result; the webhook denies a review and
+// publishes the audit record; readiness and credrefresher publish their reports; the planner
+// declares its durable consumer. None hits a permissions violation.
 func TestBinariesRunUnderTheirChartIdentities(t *testing.T) {
 	env := testenv.Current(t)
 	ctx := t.Context()
@@ -223,6 +225,13 @@ components:
 		"--operator-identities=system:serviceaccount:aicr-system:aicr-operator-applier")...)
 	applierOut := startBinary(t, "applier", append(nats("applier"),
 		"--engine-namespace=argocd", "--engine-project=aicr", "--registry-repository=registry.example.com/aicr")...)
+	others := map[string]*lockedBuffer{
+		"planner": startBinary(t, "planner", append(nats("planner"),
+			"--operator-identities=system:serviceaccount:aicr-system:aicr-operator-applier")...),
+		"readiness": startBinary(t, "readiness", append(nats("readiness"), "--engine-namespace=argocd", "--engine-project=aicr")...),
+		"credrefresher": startBinary(t, "credrefresher", append(nats("credrefresher"), "--registry-auth=static",
+			"--registry-repository=registry.example.com/aicr", "--engine-namespace=argocd", "--repo-creds-secret=aicr-registry")...),
+	}
 
 	planner := connectAs(t, c, "planner")
 	events, err := planner.js.Stream(ctx, bus.StreamEvents)
@@ -254,6 +263,27 @@ components:
 			t.Errorf("result %+v; want command r1/1/1 Written", got)
 		}
 		noViolations(t, "applier", applierOut)
+	})
+
+	t.Run("readiness and credrefresher publish their reports and the planner consumes", func(t *testing.T) {
+		for subject, who := range map[string]string{bus.SubjectEngine: "readiness", bus.SubjectCredentials: "credrefresher"} {
+			err := testenv.WaitFor(ctx, resultTimeout, who+"'s report on "+subject, func(ctx context.Context) (bool, error) {
+				_, err := events.GetLastMsgForSubject(ctx, subject)
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					return false, nil
+				}
+				return err == nil, err
+			})
+			if err != nil {
+				t.Errorf("%v; %s output:\n%s", err, who, others[who])
+			}
+		}
+		if _, err := planner.js.Consumer(ctx, bus.StreamEvents, bus.ConsumerPlanner); err != nil {
+			t.Errorf("the planner declared no durable consumer %s under its identity: %v", bus.ConsumerPlanner, err)
+		}
+		for name, out := range others {
+			noViolations(t, name, out)
+		}
 	})
 
 	t.Run("the webhook denies a review and publishes the audit record", func(t *testing.T) {

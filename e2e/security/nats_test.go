@@ -13,10 +13,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
 // violationTimeout bounds the server's permissions-violation notice after a flush.
 const violationTimeout = 10 * time.Second
+
+// connectTimeout bounds a connection's handshake, bcrypt password check included.
+const connectTimeout = time.Minute
 
 // identity is one NATS connection as one binary's user.
 type identity struct {
@@ -28,10 +32,17 @@ type identity struct {
 func connectAs(t *testing.T, c *chartNATS, user string) *identity {
 	t.Helper()
 	errs := make(chan error, 64)
-	nc, err := nats.Connect(c.URL, nats.UserInfo(user, c.passwords[user]), nats.Name("security-test-"+user),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	// The chart stores bcrypt hashes: checking a password takes a while on a loaded machine, and
+	// a handshake that outlasts the server's first PING fails; try again until connectTimeout.
+	var nc *nats.Conn
+	err := testenv.WaitFor(t.Context(), connectTimeout, "connect as "+user, func(context.Context) (bool, error) {
+		var err error
+		nc, err = nats.Connect(c.URL, nats.UserInfo(user, c.passwords[user]), nats.Name("security-test-"+user), nats.Timeout(connectTimeout),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+		return err == nil, err
+	})
 	if err != nil {
-		t.Fatalf("connect as %s: %v", user, err)
+		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -162,13 +173,26 @@ func TestChartIdentitiesPublishAndSubscribeOnlyTheirOwn(t *testing.T) {
 	}
 
 	t.Run("a binary cannot connect with another binary's password", func(t *testing.T) {
-		nc, err := nats.Connect(c.URL, nats.UserInfo("applier", c.passwords["planner"]))
-		if err == nil {
-			nc.Close()
-			t.Fatal("the applier connected with the planner's password")
+		// A handshake that outlasts the server's first PING fails before the password is judged;
+		// try again until the server's verdict comes.
+		connected := false
+		err := testenv.WaitFor(t.Context(), connectTimeout, "the server's authorization verdict", func(context.Context) (bool, error) {
+			nc, err := nats.Connect(c.URL, nats.UserInfo("applier", c.passwords["planner"]), nats.Timeout(connectTimeout))
+			if err == nil {
+				nc.Close()
+				connected = true
+				return true, nil
+			}
+			if errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+				return true, nil
+			}
+			return false, err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
-			t.Errorf("connect error %v; want an authorization violation", err)
+		if connected {
+			t.Fatal("the applier connected with the planner's password")
 		}
 	})
 }
