@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build chaos
 
 package chaos
 
@@ -121,7 +121,7 @@ func transitiveDeps(name string) []string {
 //     the steps the change calls for;
 //   - every Application carries the values of the last bundle and the step that wrote them;
 //   - no step's Application was written with two different specs, no Application went back to
-//     a step it had left, and none was deleted (every version is recorded from a watch).
+//     a step it had left, and none was deleted (every write is audited from etcd's watch).
 func TestRolloutsCompleteWhileProcessesAreKilled(t *testing.T) {
 	s := stacktest.Need(t)
 	seed := *flagSeed
@@ -131,8 +131,13 @@ func TestRolloutsCompleteWhileProcessesAreKilled(t *testing.T) {
 	t.Logf("seed %d: rerun the same bundle changes and fault choices with -chaos.seed=%d (fault timing follows the clock)", seed, seed)
 	bundleRand := rand.New(rand.NewPCG(uint64(seed), 1))
 
-	rec := newRecorder()
-	eng := newEngine(s, rec, t.Logf)
+	auditCtx, stopAudit := context.WithCancel(context.Background())
+	defer stopAudit()
+	audit, err := startAuditor(auditCtx, s.Env.EtcdURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := newEngine(s, t.Logf)
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	engDone := make(chan struct{})
 	go func() { defer close(engDone); eng.run(engCtx) }()
@@ -195,8 +200,10 @@ func TestRolloutsCompleteWhileProcessesAreKilled(t *testing.T) {
 	}
 	stopEngine()
 	<-engDone
-	violations, summary := rec.report()
-	t.Logf("recorder: %s; fake Argo CD: %d status writes, %d lists", summary, eng.writes, eng.relists)
+	stopAudit()
+	<-audit.done
+	violations, summary := audit.report()
+	t.Logf("audit: %s; fake Argo CD: %d status writes, %d lists", summary, eng.writes, eng.relists)
 	for _, v := range violations {
 		t.Error(v)
 	}

@@ -1,15 +1,12 @@
-//go:build e2e
+//go:build chaos
 
 package chaos
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -43,11 +40,8 @@ const (
 // annotation in the same write; it runs an operation written to .operation (recording it in
 // operationState and clearing .operation). A readiness gate's chart holds only hooks, so its
 // changes are never auto-synced: only an explicit operation syncs it (rule 5).
-//
-// It also records every version of every Application it sees (recorder).
 type engine struct {
 	res dynamic.ResourceInterface
-	rec *recorder
 	log func(format string, args ...any)
 
 	items map[string]*unstructured.Unstructured
@@ -56,16 +50,15 @@ type engine struct {
 	writes, relists int
 }
 
-func newEngine(s *stack.Stack, rec *recorder, log func(string, ...any)) *engine {
+func newEngine(s *stack.Stack, log func(string, ...any)) *engine {
 	return &engine{
 		res: s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace),
-		rec: rec, log: log, items: map[string]*unstructured.Unstructured{}, retry: map[string]bool{},
+		log: log, items: map[string]*unstructured.Unstructured{}, retry: map[string]bool{},
 	}
 }
 
-// run watches Applications until ctx ends, resuming from the last resourceVersion it saw, so
-// that every version in between reaches the recorder; it lists again only when the apiserver
-// says that version is gone.
+// run watches Applications until ctx ends, resuming from the last resourceVersion it saw; it
+// lists again when the apiserver says that version is gone (after a restart).
 func (e *engine) run(ctx context.Context) {
 	lastRV := ""
 	for ctx.Err() == nil {
@@ -79,7 +72,6 @@ func (e *engine) run(ctx context.Context) {
 			e.items = map[string]*unstructured.Unstructured{}
 			for i := range list.Items {
 				u := &list.Items[i]
-				e.rec.observe(watch.Added, u)
 				e.items[u.GetName()] = u
 				e.reconcile(ctx, u)
 			}
@@ -109,7 +101,6 @@ func (e *engine) run(ctx context.Context) {
 			if ev.Type == watch.Bookmark {
 				continue
 			}
-			e.rec.observe(ev.Type, u)
 			if ev.Type == watch.Deleted {
 				delete(e.items, u.GetName())
 				continue
@@ -227,70 +218,4 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// recorder checks every Application version the engine sees:
-//   - a step's Application has one spec: no step ID maps to two different spec contents (a
-//     stale or duplicated command that wrote an older spec under a step would show here);
-//   - an Application never goes back to a step it left (a stale command of an earlier rollout
-//     rewriting it);
-//   - no Application is deleted (the chaos bundles only upgrade).
-type recorder struct {
-	mu         sync.Mutex
-	specs      map[string]map[string]string // application -> step -> spec JSON
-	steps      map[string][]string          // application -> steps in the order seen
-	versions   int
-	violations []string
-}
-
-func newRecorder() *recorder {
-	return &recorder{specs: map[string]map[string]string{}, steps: map[string][]string{}}
-}
-
-func (r *recorder) observe(t watch.EventType, u *unstructured.Unstructured) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.versions++
-	name := u.GetName()
-	if t == watch.Deleted {
-		r.violations = append(r.violations, fmt.Sprintf("Application %s was deleted (resourceVersion %s)", name, u.GetResourceVersion()))
-		return
-	}
-	step := u.GetAnnotations()[v1alpha1.AnnotationStep]
-	if step == "" {
-		return
-	}
-	spec, _ := json.Marshal(u.Object["spec"]) // maps marshal with sorted keys
-	if r.specs[name] == nil {
-		r.specs[name] = map[string]string{}
-	}
-	if prev, ok := r.specs[name][step]; ok && prev != string(spec) {
-		r.violations = append(r.violations, fmt.Sprintf("Application %s written twice under step %s with different specs:\n  first: %s\n  then:  %s", name, step, prev, spec))
-	} else if !ok {
-		r.specs[name][step] = string(spec)
-	}
-	seen := r.steps[name]
-	if n := len(seen); n == 0 || seen[n-1] != step {
-		for _, s := range seen {
-			if s == step {
-				r.violations = append(r.violations, fmt.Sprintf("Application %s went back to step %s after %s (resourceVersion %s)", name, step, seen[n-1], u.GetResourceVersion()))
-				break
-			}
-		}
-		r.steps[name] = append(seen, step)
-	}
-}
-
-// report returns the violations and a summary.
-func (r *recorder) report() ([]string, string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	apps := make([]string, 0, len(r.steps))
-	total := 0
-	for a, s := range r.steps {
-		apps = append(apps, a)
-		total += len(s)
-	}
-	sort.Strings(apps)
-	return append([]string(nil), r.violations...), fmt.Sprintf("%d Application versions seen, %d step writes over %d Applications", r.versions, total, len(apps))
 }
