@@ -1,0 +1,342 @@
+//go:build e2e
+
+package leavealone
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/testenv"
+)
+
+// Named timeouts. A repair is one drift report, one command and one apply; Argo CD then syncs a
+// small chart in a few seconds. A Blocked or Foreign step is retried once a minute.
+const (
+	repairTimeout  = 2 * time.Minute
+	syncTimeout    = 2 * time.Minute
+	stallTimeout   = 2 * time.Minute
+	retryTimeout   = 3 * time.Minute // the minute between retries, then the step and its sync
+	selfHealTimout = 2 * time.Minute
+)
+
+// person is the field manager of every hand edit in this package: someone who is not the operator.
+const person = "e2e-person"
+
+// eventNamespace is where the planner records Events about the cluster-scoped ClusterRuntime.
+const eventNamespace = "default"
+
+// The bundle the runtime points at: the example, as the tests change it. Tests run in order and
+// each leaves the runtime Ready at this bundle.
+var (
+	components = stack.ExampleComponents()
+	version    = 1
+)
+
+// setValue sets a top-level value of a component in the package's bundle.
+func setValue(t *testing.T, component, key string, value any) {
+	t.Helper()
+	for i := range components {
+		if components[i].Name == component {
+			components[i].Values[key] = value
+			return
+		}
+	}
+	t.Fatalf("no component %s in the bundle", component)
+}
+
+// applyBundle renders the package's bundle as a new version and writes the bundle ConfigMap.
+func applyBundle(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	version++
+	raw, err := stack.BundleYAML("gpu-stack", fmt.Sprintf("1.0.%d", version), components, s.Digests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApplyBundle(t.Context(), raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rolledOut rolls the package's bundle out with the default spec (or checks it still is) and
+// returns the Ready runtime.
+func rolledOut(t *testing.T, s *stack.Stack) *v1alpha1.ClusterRuntime {
+	t.Helper()
+	raw, err := stack.BundleYAML("gpu-stack", fmt.Sprintf("1.0.%d", version), components, s.Digests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stacktest.RolledOut(t, s, raw, stack.DefaultRuntimeSpec())
+}
+
+func apps(s *stack.Stack) interface {
+	Get(context.Context, string, metav1.GetOptions, ...string) (*unstructured.Unstructured, error)
+} {
+	return s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+}
+
+func decodeApp(u *unstructured.Unstructured) (*argov1alpha1.Application, error) {
+	var app argov1alpha1.Application
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
+		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
+	}
+	return &app, nil
+}
+
+// patchApp edits an Application by hand (field manager person) and returns what was stored.
+func patchApp(t *testing.T, s *stack.Stack, name string, pt types.PatchType, patch string) *argov1alpha1.Application {
+	t.Helper()
+	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
+		Patch(t.Context(), name, pt, []byte(patch), metav1.PatchOptions{FieldManager: person})
+	if err != nil {
+		t.Fatalf("hand edit of application %s (%s): %v", name, patch, err)
+	}
+	app, err := decodeApp(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// waitApp waits until the Application exists and cond holds, and returns it.
+func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, what string, cond func(*argov1alpha1.Application) bool) *argov1alpha1.Application {
+	t.Helper()
+	var last *argov1alpha1.Application
+	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" "+what, func(ctx context.Context) (bool, error) {
+		u, err := apps(s).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		app, err := decodeApp(u)
+		if err != nil {
+			return false, err
+		}
+		last = app
+		return cond(app), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nlast seen: %s", err, describeApp(last))
+	}
+	return last
+}
+
+// describeApp is a one-line account of an Application for failure messages.
+func describeApp(app *argov1alpha1.Application) string {
+	if app == nil {
+		return "never read"
+	}
+	auto := "absent"
+	if sp := app.Spec.SyncPolicy; sp != nil && sp.Automated != nil && sp.Automated.Enabled != nil {
+		auto = fmt.Sprint(*sp.Automated.Enabled)
+	}
+	vals := "{}"
+	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
+		vals = string(src.Helm.ValuesObject.Raw)
+	}
+	return fmt.Sprintf("uid %s, %s/%s at %s, values %s, automated.enabled %s, finalizers %v, step %s",
+		app.UID, app.Status.Sync.Status, app.Status.Health.Status, app.Status.Sync.Revision, vals, auto,
+		app.Finalizers, app.Annotations[v1alpha1.AnnotationStep])
+}
+
+// values decodes an Application's Helm values.
+func values(t *testing.T, app *argov1alpha1.Application) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
+		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &out); err != nil {
+			t.Fatalf("decode values of %s: %v", app.Name, err)
+		}
+	}
+	return out
+}
+
+// syncedHealthy reports whether Argo CD compared the Application's current spec and found it
+// Synced and Healthy at its pinned digest.
+func syncedHealthy(app *argov1alpha1.Application) bool {
+	st := app.Status
+	return appspec.EqualSource(&st.Sync.ComparedTo.Source, app.Spec.Source) &&
+		appspec.EqualDestination(st.Sync.ComparedTo.Destination, app.Spec.Destination) &&
+		st.Sync.Status == argov1alpha1.SyncStatusCodeSynced && st.Health.Status == "Healthy" &&
+		app.Spec.Source != nil && st.Sync.Revision == app.Spec.Source.TargetRevision
+}
+
+// automatedOn reports whether automated sync is stated and enabled.
+func automatedOn(app *argov1alpha1.Application) bool {
+	sp := app.Spec.SyncPolicy
+	return sp != nil && sp.Automated != nil && sp.Automated.Enabled != nil && *sp.Automated.Enabled
+}
+
+// owns reports whether manager's managedFields entry mentions field (such as "f:logLevel").
+func owns(app *argov1alpha1.Application, manager, field string) bool {
+	for _, e := range app.ManagedFields {
+		if e.Manager == manager && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"`+field+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// specJSON is an Application's spec as JSON, for comparing before and after.
+func specJSON(t *testing.T, app *argov1alpha1.Application) string {
+	t.Helper()
+	raw, err := json.Marshal(app.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// markEvents returns the names of the Events that exist now in the planner's Event namespace.
+func markEvents(t *testing.T, s *stack.Stack) map[string]bool {
+	t.Helper()
+	list, err := s.Kube.CoreV1().Events(eventNamespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list events: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, e := range list.Items {
+		seen[e.Name] = true
+	}
+	return seen
+}
+
+// waitEvent waits for a new Event (not in seen) about the ClusterRuntime with reason whose
+// message contains every one of parts, and returns its message.
+func waitEvent(t *testing.T, s *stack.Stack, seen map[string]bool, timeout time.Duration, reason string, parts ...string) string {
+	t.Helper()
+	var msg string
+	var others []string
+	err := testenv.WaitFor(t.Context(), timeout, "event "+reason+" "+strings.Join(parts, " "), func(ctx context.Context) (bool, error) {
+		list, err := s.Kube.CoreV1().Events(eventNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		others = others[:0]
+	events:
+		for _, e := range list.Items {
+			if seen[e.Name] || e.InvolvedObject.Kind != "ClusterRuntime" || e.InvolvedObject.Name != v1alpha1.RuntimeName {
+				continue
+			}
+			if e.Reason != reason {
+				others = append(others, e.Reason+": "+e.Message)
+				continue
+			}
+			for _, p := range parts {
+				if !strings.Contains(e.Message, p) {
+					others = append(others, e.Reason+": "+e.Message)
+					continue events
+				}
+			}
+			msg = e.Message
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nnew events about the runtime: %q", err, others)
+	}
+	return msg
+}
+
+// inFlight waits for the rollout to the plan the runtime desires to exist, not yet ended.
+func inFlight(t *testing.T, s *stack.Stack, timeout time.Duration) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	var ro *v1alpha1.RuntimeRollout
+	err := testenv.WaitFor(t.Context(), timeout, "a rollout to the desired plan in flight", func(ctx context.Context) (bool, error) {
+		rt, err := s.Runtime(ctx)
+		if err != nil {
+			return false, err
+		}
+		if rt.Status.DesiredPlan == "" || rt.Status.DesiredPlan == rt.Status.ActivePlan || rt.Status.Rollout == "" {
+			return false, nil
+		}
+		r, err := s.Rollout(ctx, rt.Status.Rollout)
+		if err != nil {
+			return false, err
+		}
+		ro = r
+		return r.Spec.ToDigest == rt.Status.DesiredPlan && r.Status.Phase != "" && r.Status.Outcome == "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ro
+}
+
+// stepOf returns the rollout's step for release.
+func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string) v1alpha1.Step {
+	t.Helper()
+	for _, st := range ro.Status.Steps {
+		if st.Release == release {
+			return st
+		}
+	}
+	t.Fatalf("rollout %s has no step for %s (steps %+v)", ro.Name, release, ro.Status.Steps)
+	return v1alpha1.Step{}
+}
+
+// condition returns a condition of the runtime, or a zero one.
+func condition(rt *v1alpha1.ClusterRuntime, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(rt.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{Type: typ}
+}
+
+// gone waits until the Application is not found.
+func gone(t *testing.T, s *stack.Stack, name string, timeout time.Duration) {
+	t.Helper()
+	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" gone", func(ctx context.Context) (bool, error) {
+		_, err := apps(s).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// equalJSON reports whether two values are the same once encoded (numbers compare as numbers).
+func equalJSON(a, b any) bool {
+	ra, _ := json.Marshal(a)
+	rb, _ := json.Marshal(b)
+	var x, y any
+	_ = json.Unmarshal(ra, &x)
+	_ = json.Unmarshal(rb, &y)
+	return reflect.DeepEqual(x, y)
+}
+
+// createApp creates an Application as a person (not the operator) and returns what was stored.
+func createApp(t *testing.T, s *stack.Stack, app *argov1alpha1.Application) *argov1alpha1.Application {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(obj, "status") // Argo CD's to write
+	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(app.Namespace).
+		Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: person})
+	if err != nil {
+		t.Fatalf("create application %s: %v", app.Name, err)
+	}
+	out, err := decodeApp(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
