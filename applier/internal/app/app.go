@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
@@ -32,6 +33,16 @@ const (
 	maxWorkers           = 256
 )
 
+// Kubernetes client rate limits of the applier. Its load on the API server is bounded by
+// --workers (each worker has one request in flight, a write is a GET and an apply), so the
+// client's rate limit is only a ceiling; the common default (50 queries per second) held one
+// replica to 25 writes per second (make bench). The API server's priority and fairness protects
+// it beyond that.
+const (
+	DefaultKubeQPS   = 1000
+	DefaultKubeBurst = 2000
+)
+
 // Options are the applier's flags.
 type Options struct {
 	service.Options
@@ -49,6 +60,8 @@ type Options struct {
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
+	setDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
+	setDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
 	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "the Argo CD namespace, where Applications are written (engine.namespace)")
 	fs.StringVar(&o.EngineProject, "engine-project", DefaultEngineProject, "the AppProject of every Application (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "the OCI registry path holding charts/ and wrappers/, such as registry.example.com/aicr (registry.repository; required)")
@@ -150,4 +163,13 @@ func Run(ctx context.Context, o Options) error {
 	err = g.Wait()
 	base.Log.Info().Msg("stopped")
 	return err
+}
+
+// setDefault changes the default of a flag the common options registered.
+func setDefault(fs *flag.FlagSet, name, value string) {
+	f := fs.Lookup(name)
+	if err := f.Value.Set(value); err != nil {
+		panic(fmt.Sprintf("default of --%s: %v", name, err)) // a programming error
+	}
+	f.DefValue = value
 }

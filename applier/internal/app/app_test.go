@@ -277,7 +277,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
 	got := fmt.Sprintf("%s %s %d %v %d", o.EngineNamespace, o.EngineProject, o.Workers, o.KubeQPS, o.KubeBurst)
-	if want := "argocd aicr 8 50 100"; got != want {
+	if want := "argocd aicr 8 1000 2000"; got != want {
 		t.Errorf("defaults = %q, want %q", got, want)
 	}
 }
