@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -30,6 +31,16 @@ var operatorBinaries = []string{"planner", "applier", "readiness", "credrefreshe
 // are still handled one at a time (the controller locks per runtime).
 const DispatchWorkers = 4
 
+// Kubernetes client rate limits of the planner. It handles one runtime's messages one at a time,
+// so its requests are sequential per runtime; a step costs about a dozen requests (the verdict's
+// and the result's rollout status writes, the runtime's reconcile), and at the common default
+// (50 queries per second) the client's rate limiter, not the API server, set the pace of a
+// rollout (make bench). The API server's priority and fairness protects it beyond that.
+const (
+	DefaultKubeQPS   = 1000
+	DefaultKubeBurst = 2000
+)
+
 // Options are the planner's flags.
 type Options struct {
 	service.Options
@@ -45,6 +56,8 @@ type Options struct {
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
+	setDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
+	setDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
 	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace")
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
 		"comma-separated user names of the operator itself, whose approvals are ignored (default: the service accounts aicr-<binary> of the five binaries in --namespace, and aicr-operator)")
@@ -149,4 +162,13 @@ func Run(ctx context.Context, o Options) error {
 	err = g.Wait()
 	base.Log.Info().Msg("stopped")
 	return err
+}
+
+// setDefault changes the default of a flag the common options registered.
+func setDefault(fs *flag.FlagSet, name, value string) {
+	f := fs.Lookup(name)
+	if err := f.Value.Set(value); err != nil {
+		panic(fmt.Sprintf("default of --%s: %v", name, err)) // a programming error
+	}
+	f.DefValue = value
 }
