@@ -84,7 +84,7 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, observ
 	if r.Spec.Runtime != runtime || rollout.Terminal(r.Status.Phase) || r.Status.Phase == "" {
 		return nil
 	}
-	if _, _, err := c.advance(ctx, rt, name, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {
+	if _, _, err := c.advanceFrom(ctx, rt, name, r, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {
 		return err
 	}
 	c.queue.Add(runtime)
