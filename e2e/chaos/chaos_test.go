@@ -137,7 +137,7 @@ func TestRolloutsCompleteWhileProcessesAreKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := newEngine(s, t.Logf)
+	eng := newEngine(s)
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	engDone := make(chan struct{})
 	go func() { defer close(engDone); eng.run(engCtx) }()

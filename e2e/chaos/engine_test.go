@@ -42,7 +42,6 @@ const (
 // changes are never auto-synced: only an explicit operation syncs it (rule 5).
 type engine struct {
 	res dynamic.ResourceInterface
-	log func(format string, args ...any)
 
 	items map[string]*unstructured.Unstructured
 	retry map[string]bool
@@ -50,10 +49,10 @@ type engine struct {
 	writes, relists int
 }
 
-func newEngine(s *stack.Stack, log func(string, ...any)) *engine {
+func newEngine(s *stack.Stack) *engine {
 	return &engine{
-		res: s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace),
-		log: log, items: map[string]*unstructured.Unstructured{}, retry: map[string]bool{},
+		res:   s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace),
+		items: map[string]*unstructured.Unstructured{}, retry: map[string]bool{},
 	}
 }
 
