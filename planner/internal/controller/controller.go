@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -123,15 +124,24 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 			c.queue.Add(key)
 		}
 	}
+	updateRuntime := func(old, obj any) {
+		if !sameGeneration(old, obj) {
+			enqueueRuntime(obj)
+			return
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.AddAfter(key, StatusCoalesce)
+		}
+	}
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandlerFuncs
 	}{
 		{runtimes, cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueueRuntime, UpdateFunc: func(_, o any) { enqueueRuntime(o) }, DeleteFunc: enqueueRuntime,
+			AddFunc: enqueueRuntime, UpdateFunc: updateRuntime, DeleteFunc: enqueueRuntime,
 		}},
 		{rollouts, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueueRollout, UpdateFunc: func(_, o any) { c.enqueueRollout(o) }, DeleteFunc: c.enqueueRollout,
+			AddFunc: c.enqueueRollout, UpdateFunc: c.updateRollout, DeleteFunc: c.enqueueRollout,
 		}},
 		{cms, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueueConfigMap, UpdateFunc: func(_, o any) { c.enqueueConfigMap(o) }, DeleteFunc: c.enqueueConfigMap,
@@ -159,6 +169,31 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// StatusCoalesce is how long the reconcile of a runtime waits after a status-only change (the
+// planner's own status writes, a verdict or a result it recorded), so the changes of one step
+// make one reconcile. Without it every step ran two to four reconciles of the runtime, each a
+// handful of API requests under the runtime's lock, in the way of the next verdict (make bench).
+// Spec, generation and deletion changes are reconciled at once.
+const StatusCoalesce = 100 * time.Millisecond
+
+// sameGeneration reports whether an update left generation and deletion alone: a status or
+// metadata write.
+func sameGeneration(old, obj any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
+	return ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && (o.GetDeletionTimestamp() == nil) == (n.GetDeletionTimestamp() == nil)
+}
+
+func (c *Controller) updateRollout(old, obj any) {
+	if !sameGeneration(old, obj) {
+		c.enqueueRollout(obj)
+		return
+	}
+	if r, ok := obj.(*v1alpha1.RuntimeRollout); ok && r.Spec.Runtime != "" {
+		c.queue.AddAfter(r.Spec.Runtime, StatusCoalesce)
+	}
 }
 
 func (c *Controller) enqueueRollout(obj any) {

@@ -87,7 +87,7 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, observ
 	if _, _, err := c.advanceFrom(ctx, rt, name, r, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {
 		return err
 	}
-	c.queue.Add(runtime)
+	c.queue.AddAfter(runtime, StatusCoalesce)
 	return nil
 }
 

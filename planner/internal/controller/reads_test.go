@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
@@ -63,5 +64,67 @@ func TestVerdictReadsTheRolloutOnce(t *testing.T) {
 	}
 	if got := store.reads.Load(); got != 1 {
 		t.Errorf("the verdict read the rollout %d times, want 1", got)
+	}
+}
+
+func TestSameGeneration(t *testing.T) {
+	now := metav1.Now()
+	tests := map[string]struct {
+		old, new metav1.ObjectMeta
+		want     bool
+	}{
+		"a status write keeps the generation": {old: metav1.ObjectMeta{Generation: 3}, new: metav1.ObjectMeta{Generation: 3, ResourceVersion: "9"}, want: true},
+		"a spec change moves the generation":  {old: metav1.ObjectMeta{Generation: 3}, new: metav1.ObjectMeta{Generation: 4}, want: false},
+		"deletion is reconciled at once":      {old: metav1.ObjectMeta{Generation: 3}, new: metav1.ObjectMeta{Generation: 3, DeletionTimestamp: &now}, want: false},
+		"a later write of a deleting object":  {old: metav1.ObjectMeta{Generation: 3, DeletionTimestamp: &now}, new: metav1.ObjectMeta{Generation: 3, DeletionTimestamp: &now}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := sameGeneration(&v1alpha1.RuntimeRollout{ObjectMeta: tc.old}, &v1alpha1.RuntimeRollout{ObjectMeta: tc.new})
+			if got != tc.want {
+				t.Errorf("sameGeneration = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// queueTimeout bounds the wait for the delaying queue's goroutine to move an item.
+const queueTimeout = 5 * time.Second
+
+// A verdict's reconcile of the runtime waits StatusCoalesce, so one step makes one reconcile.
+func TestVerdictReconcileIsCoalesced(t *testing.T) {
+	p, err := plan.Resolve(chainBundle(3), plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}}
+	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
+	r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
+		Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}
+	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
+	store := &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}
+	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
+	defer c.queue.ShutDown()
+	ctx := context.Background()
+	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
+		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: rollout.StepID(r.Name, 1), Ready: true})
+	for range 2 { // a redelivery: still one reconcile
+		if err := c.handleVerdict(ctx, &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.queue.Len(); n != 0 {
+		t.Fatalf("%d runtimes queued at once, want none before StatusCoalesce", n)
+	}
+	clk.Step(StatusCoalesce)
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, queueTimeout, true, func(context.Context) (bool, error) {
+		return c.queue.Len() == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("runtime not queued %s after the verdict: %v (queued %d)", StatusCoalesce, err, c.queue.Len())
 	}
 }
