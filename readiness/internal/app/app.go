@@ -98,6 +98,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 
 // Run runs the readiness watcher until ctx ends.
 func Run(ctx context.Context, o Options) error {
+	enableStreamingList()
 	base, err := service.Start(Name, o.Options, true, os.Stderr)
 	if err != nil {
 		return err
