@@ -137,7 +137,10 @@ func TestRolloutsCompleteWhileProcessesAreKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := newEngine(s)
+	eng, err := newEngine(s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	engCtx, stopEngine := context.WithCancel(context.Background())
 	engDone := make(chan struct{})
 	go func() { defer close(engDone); eng.run(engCtx) }()
