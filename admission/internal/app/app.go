@@ -99,22 +99,8 @@ func (o *Options) Validate() error {
 
 // Main parses args, runs the binary and returns the exit code.
 func Main(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o Options
-	o.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := o.Validate(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
-		return 2
-	}
-	if err := Run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
-		return 1
-	}
-	return 0
+	return service.Main(ctx, Name, args, stderr, &o, func(ctx context.Context) error { return Run(ctx, o) })
 }
 
 // Run runs the webhook until ctx ends.

@@ -3,7 +3,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -131,25 +130,13 @@ func validRepository(r string) error {
 // Main parses args, runs the binary and returns the exit code. The log goes to stderr when it
 // is a file, else to the process's stderr.
 func Main(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o Options
-	o.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if err := o.Validate(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
-		return 2
-	}
-	if f, ok := stderr.(*os.File); ok {
-		o.logOut = f
-	}
-	if err := Run(ctx, o); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "%s: %v\n", Name, err)
-		return 1
-	}
-	return 0
+	return service.Main(ctx, Name, args, stderr, &o, func(ctx context.Context) error {
+		if f, ok := stderr.(*os.File); ok {
+			o.logOut = f
+		}
+		return Run(ctx, o)
+	})
 }
 
 // Run runs the credential refresher until ctx ends.
