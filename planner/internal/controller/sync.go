@@ -237,7 +237,11 @@ func (c *Controller) adoptSucceeded(v *view, rollouts []v1alpha1.RuntimeRollout)
 		if r.Status.FinishedAt == nil || r.Spec.RuntimeUID != string(v.rt.UID) || r.Status.Phase == v1alpha1.PhaseSuperseded {
 			continue
 		}
-		if latest == nil || latest.Status.FinishedAt.Before(r.Status.FinishedAt) {
+		// Finish times have one-second precision, and fast rollouts finish within the same
+		// second: on a tie, the rollout that moved away from the active plan is the later one
+		// (its predecessor's success made that plan active), so it wins.
+		if latest == nil || latest.Status.FinishedAt.Before(r.Status.FinishedAt) ||
+			(latest.Status.FinishedAt.Equal(r.Status.FinishedAt) && latest.Spec.FromDigest != v.active && r.Spec.FromDigest == v.active) {
 			latest = r
 		}
 	}
