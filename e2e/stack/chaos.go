@@ -19,8 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
@@ -89,19 +87,16 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Stack{Env: env, Dir: env.Dir, opts: o, procs: map[string]*exec.Cmd{}, exits: map[string]chan struct{}{}, log: o.Log}
+	s, err = attach(env, o)
 	defer func() {
 		if err != nil {
 			_ = s.Down()
 		}
 	}()
+	if err != nil {
+		return s, err
+	}
 	fmt.Fprintf(o.Log, "stack: kubernetes up in %s (chaos: no Argo CD, no registry)\n", time.Since(start).Round(100*time.Millisecond))
-	if s.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
-		return s, err
-	}
-	if s.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
-		return s, err
-	}
 	s.Repository = ChaosRepository
 	if err := s.prepareChaosCluster(ctx, o.Chaos.Namespaces); err != nil {
 		return s, err

@@ -109,19 +109,16 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Stack{Env: env, Dir: env.Dir, opts: o, procs: map[string]*exec.Cmd{}, exits: map[string]chan struct{}{}, log: o.Log}
+	s, err = attach(env, o)
 	defer func() {
 		if err != nil {
 			_ = s.Down()
 		}
 	}()
+	if err != nil {
+		return s, err
+	}
 	fmt.Fprintf(o.Log, "stack: kubernetes, kwok, Argo CD and the registry up in %s\n", time.Since(start).Round(100*time.Millisecond))
-	if s.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
-		return s, err
-	}
-	if s.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
-		return s, err
-	}
 	s.Repository = env.Registry.Host + "/" + RepositoryPath
 	if err := s.pushCharts(ctx); err != nil {
 		return s, err
@@ -161,6 +158,20 @@ func (s *Stack) pushCharts(ctx context.Context) error {
 		s.Digests[c.Name] = ch.Digest
 	}
 	return nil
+}
+
+// attach wraps a started environment in a Stack with its clients. The Stack is returned even
+// on error, so the caller's Down stops the environment.
+func attach(env *testenv.Env, o Options) (*Stack, error) {
+	s := &Stack{Env: env, Dir: env.Dir, opts: o, procs: map[string]*exec.Cmd{}, exits: map[string]chan struct{}{}, log: o.Log}
+	var err error
+	if s.Kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+		return s, fmt.Errorf("create kubernetes client: %w", err)
+	}
+	if s.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
+		return s, fmt.Errorf("create dynamic client: %w", err)
+	}
+	return s, nil
 }
 
 // prepareCluster creates what the Helm chart creates: the operator and component namespaces,
