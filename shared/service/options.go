@@ -147,3 +147,17 @@ func (o *Options) Validate() error {
 	}
 	return nil
 }
+
+// SetDefault changes the default of an already registered flag, for a binary whose needs differ
+// from the common default (the planner and the applier raise --kube-qps, for instance). It
+// panics on an unknown flag or a value the flag rejects: both are programming errors.
+func SetDefault(fs *flag.FlagSet, name, value string) {
+	f := fs.Lookup(name)
+	if f == nil {
+		panic(fmt.Sprintf("default of --%s: no such flag", name))
+	}
+	if err := f.Value.Set(value); err != nil {
+		panic(fmt.Sprintf("default of --%s: %v", name, err))
+	}
+	f.DefValue = value
+}

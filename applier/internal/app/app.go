@@ -59,8 +59,8 @@ type Options struct {
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
-	setDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
-	setDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
+	service.SetDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
+	service.SetDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
 	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "the Argo CD namespace, where Applications are written (engine.namespace)")
 	fs.StringVar(&o.EngineProject, "engine-project", DefaultEngineProject, "the AppProject of every Application (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "the OCI registry path holding charts/ and wrappers/, such as registry.example.com/aicr (registry.repository; required)")
@@ -148,13 +148,4 @@ func Run(ctx context.Context, o Options) error {
 	err = g.Wait()
 	base.Log.Info().Msg("stopped")
 	return err
-}
-
-// setDefault changes the default of a flag the common options registered.
-func setDefault(fs *flag.FlagSet, name, value string) {
-	f := fs.Lookup(name)
-	if err := f.Value.Set(value); err != nil {
-		panic(fmt.Sprintf("default of --%s: %v", name, err)) // a programming error
-	}
-	f.DefValue = value
 }

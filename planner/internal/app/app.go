@@ -55,8 +55,8 @@ type Options struct {
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
-	setDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
-	setDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
+	service.SetDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
+	service.SetDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
 	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace")
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
 		"comma-separated user names of the operator itself, whose approvals are ignored (default: the service accounts aicr-<binary> of the five binaries in --namespace, and aicr-operator)")
@@ -147,13 +147,4 @@ func Run(ctx context.Context, o Options) error {
 	err = g.Wait()
 	base.Log.Info().Msg("stopped")
 	return err
-}
-
-// setDefault changes the default of a flag the common options registered.
-func setDefault(fs *flag.FlagSet, name, value string) {
-	f := fs.Lookup(name)
-	if err := f.Value.Set(value); err != nil {
-		panic(fmt.Sprintf("default of --%s: %v", name, err)) // a programming error
-	}
-	f.DefValue = value
 }
