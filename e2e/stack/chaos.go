@@ -14,7 +14,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -173,22 +172,7 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 	if _, err := s.Kube.CoreV1().Secrets(EngineNamespace).Create(ctx, creds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create repo-creds secret: %w", err)
 	}
-	// The binaries run as their own service accounts (impersonated), as in Up.
-	for _, b := range Binaries {
-		name := "aicr-operator-" + b
-		if _, err := s.Kube.CoreV1().ServiceAccounts(OperatorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create service account %s: %w", name, err)
-		}
-		crb := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "aicr-demo-" + b},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: OperatorNamespace}},
-		}
-		if _, err := s.Kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("bind %s: %w", name, err)
-		}
-	}
-	return nil
+	return s.createIdentities(ctx)
 }
 
 // startNATSProcess runs nats-server with JetStream on a port and store dir it keeps for the

@@ -216,9 +216,13 @@ func (s *Stack) prepareCluster(ctx context.Context) error {
 			return fmt.Errorf("label node %s: %w", s.Env.NodeName, err)
 		}
 	}
-	// The binaries run as their own service accounts (impersonated), so admission sees the
-	// operator's identities. The demo grants them cluster-admin; the chart's least-privilege
-	// RBAC is tested on its own.
+	return s.createIdentities(ctx)
+}
+
+// createIdentities creates a service account per binary, which the binaries impersonate so
+// admission sees the operator's identities. The stack grants them cluster-admin; the chart's
+// least-privilege RBAC is tested on its own.
+func (s *Stack) createIdentities(ctx context.Context) error {
 	for _, b := range Binaries {
 		name := "aicr-operator-" + b
 		if _, err := s.Kube.CoreV1().ServiceAccounts(OperatorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
