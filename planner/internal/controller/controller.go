@@ -54,7 +54,8 @@ type Config struct {
 // Controller makes the planner's decisions for every ClusterRuntime.
 type Controller struct {
 	cfg   Config
-	store Store
+	store Store        // reads through cache once Run's informers synced
+	cache *cachedStore // the same Store, to attach the informers
 	pub   Publisher
 	queue workqueue.TypedRateLimitingInterface[string]
 	locks keyedLocks
@@ -91,8 +92,9 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name, Clock: cfg.Clock},
 	)
+	cs := newCachedStore(store)
 	return &Controller{
-		cfg: cfg, store: store, pub: pub, queue: q,
+		cfg: cfg, store: cs, cache: cs, pub: pub, queue: q,
 		plans: map[string]*plan.Plan{}, resolved: map[string]resolution{}, published: map[string]bool{},
 		names: func() []string { return []string{v1alpha1.RuntimeName} },
 	}
@@ -119,6 +121,9 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 	cms := factory.Core().V1().ConfigMaps().Informer()
 
 	c.names = func() []string { return runtimes.GetStore().ListKeys() }
+	c.cache.attach(runtimes.GetIndexer(), rollouts.GetIndexer(), cms.GetIndexer(), c.cfg.Namespace, func() bool {
+		return runtimes.HasSynced() && rollouts.HasSynced() && cms.HasSynced()
+	})
 	enqueueRuntime := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -138,10 +143,16 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 		h   cache.ResourceEventHandlerFuncs
 	}{
 		{runtimes, cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueueRuntime, UpdateFunc: updateRuntime, DeleteFunc: enqueueRuntime,
+			AddFunc: enqueueRuntime, UpdateFunc: updateRuntime, DeleteFunc: func(obj any) {
+				c.forgetDeleted(kindRuntime, obj)
+				enqueueRuntime(obj)
+			},
 		}},
 		{rollouts, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueueRollout, UpdateFunc: c.updateRollout, DeleteFunc: c.enqueueRollout,
+			AddFunc: c.enqueueRollout, UpdateFunc: c.updateRollout, DeleteFunc: func(obj any) {
+				c.forgetDeleted(kindRollout, obj)
+				c.enqueueRollout(obj)
+			},
 		}},
 		{cms, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueueConfigMap, UpdateFunc: func(_, o any) { c.enqueueConfigMap(o) }, DeleteFunc: c.enqueueConfigMap,
@@ -193,6 +204,16 @@ func (c *Controller) updateRollout(old, obj any) {
 	}
 	if r, ok := obj.(*v1alpha1.RuntimeRollout); ok && r.Spec.Runtime != "" {
 		c.queue.AddAfter(r.Spec.Runtime, StatusCoalesce)
+	}
+}
+
+// forgetDeleted drops the planner's written copy of an object the informer saw deleted.
+func (c *Controller) forgetDeleted(kind string, obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		c.cache.forget(kind, o.GetName(), o.GetUID())
 	}
 }
 
