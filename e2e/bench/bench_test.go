@@ -122,6 +122,14 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for b.Loop() {
+		// Started by BenchmarkIdleRSS in a full run; started here when run alone (-bench Overhead).
+		for _, bin := range []string{"planner", "applier", "readiness"} {
+			if h.procs[bin] == nil {
+				if _, err := h.start(ctx, bin, bin); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 		var err error
 		if argo == nil {
 			if argo, err = runFakeArgoCD(context.Background(), h); err != nil {

@@ -59,6 +59,7 @@ type Controller struct {
 	pub   Publisher
 	queue workqueue.TypedRateLimitingInterface[string]
 	locks keyedLocks
+	notes notes
 
 	mu        sync.Mutex
 	plans     map[string]*plan.Plan // by digest: plans are immutable
@@ -259,6 +260,54 @@ func (c *Controller) work(ctx context.Context) {
 			c.queue.AddRateLimited(name)
 		}
 		c.queue.Done(name)
+	}
+}
+
+// notes are apply results kept as progress notes (rollout.NoteOnly), by rollout and step
+// ID, until the rollout's next write carries them. They are only messages: a planner that
+// stops before writing them loses nothing the rollout depends on.
+type notes struct {
+	mu sync.Mutex
+	by map[string]map[string]bus.ApplyResult
+}
+
+func (n *notes) add(rollout string, res bus.ApplyResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.addLocked(rollout, res)
+}
+
+func (n *notes) addLocked(rollout string, res bus.ApplyResult) {
+	if n.by == nil {
+		n.by = map[string]map[string]bus.ApplyResult{}
+	}
+	if n.by[rollout] == nil {
+		n.by[rollout] = map[string]bus.ApplyResult{}
+	}
+	n.by[rollout][res.Step.ID] = res
+}
+
+// take removes and returns a rollout's notes.
+func (n *notes) take(rollout string) []bus.ApplyResult {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m := n.by[rollout]
+	delete(n.by, rollout)
+	out := make([]bus.ApplyResult, 0, len(m))
+	for _, res := range m {
+		out = append(out, res)
+	}
+	return out
+}
+
+// putBack returns notes a failed write did not carry, unless newer ones came meanwhile.
+func (n *notes) putBack(rollout string, rs []bus.ApplyResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, res := range rs {
+		if _, newer := n.by[rollout][res.Step.ID]; !newer {
+			n.addLocked(rollout, res)
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ func (c *Controller) handleVerdict(ctx context.Context, m *bus.Message) error {
 		return nil // a repair's verdict: nothing waits for it
 	}
 	now := c.cfg.Clock.Now()
-	return c.onRollout(ctx, v.Runtime, name, func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
+	return c.onRollout(ctx, v.Runtime, name, nil, func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
 		rollout.ObserveVerdict(r, &v, now)
 	})
 }
@@ -46,9 +46,20 @@ func (c *Controller) handleResult(ctx context.Context, m *bus.Message) error {
 		return nil
 	}
 	now := c.cfg.Clock.Now()
-	return c.onRollout(ctx, res.Runtime, name, func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
-		rollout.ObserveResult(r, &res, rt.Spec.Validation.Deployment == v1alpha1.ValidationDisabled, now)
+	noteOnly := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool {
+		if !rollout.NoteOnly(r, &res, validationDisabled(rt)) {
+			return false
+		}
+		c.notes.add(name, res)
+		return true
+	}
+	return c.onRollout(ctx, res.Runtime, name, noteOnly, func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
+		rollout.ObserveResult(r, &res, validationDisabled(rt), now)
 	})
+}
+
+func validationDisabled(rt *v1alpha1.ClusterRuntime) bool {
+	return rt.Spec.Validation.Deployment == v1alpha1.ValidationDisabled
 }
 
 func (c *Controller) repairRefused(ctx context.Context, res *bus.ApplyResult) {
@@ -62,8 +73,10 @@ func (c *Controller) repairRefused(ctx context.Context, res *bus.ApplyResult) {
 }
 
 // onRollout runs observe on a rollout of runtime under the runtime's lock, advances it,
-// publishes what started, and queues the runtime for a status update.
-func (c *Controller) onRollout(ctx context.Context, runtime, name string, observe func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout)) error {
+// publishes what started, and queues the runtime for a status update. When noteOnly (may be
+// nil) reports that it kept the message as a note, nothing is written now: the next write of
+// the rollout (the step's verdict, or the runtime's reconcile) carries the note.
+func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOnly func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool, observe func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout)) error {
 	unlock := c.locks.lock(runtime)
 	defer unlock()
 	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, runtime).Str(logging.KeyRollout, name).Logger())
@@ -82,6 +95,10 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, observ
 		return fmt.Errorf("get rollout %s: %w", name, err)
 	}
 	if r.Spec.Runtime != runtime || rollout.Terminal(r.Status.Phase) || r.Status.Phase == "" {
+		return nil
+	}
+	if noteOnly != nil && noteOnly(rt, r) {
+		c.queue.AddAfter(runtime, StatusCoalesce)
 		return nil
 	}
 	if _, _, err := c.advanceFrom(ctx, rt, name, r, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {

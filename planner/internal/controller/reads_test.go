@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,5 +127,70 @@ func TestVerdictReconcileIsCoalesced(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("runtime not queued %s after the verdict: %v (queued %d)", StatusCoalesce, err, c.queue.Len())
+	}
+}
+
+// writeCountingStore counts the rollout status writes.
+type writeCountingStore struct {
+	*memStore
+	writes atomic.Int32
+}
+
+func (s *writeCountingStore) UpdateRolloutStatus(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
+	s.writes.Add(1)
+	return s.memStore.UpdateRolloutStatus(ctx, r)
+}
+
+// The applier's "written" answer to a step still waiting for its verdict is a note: it does
+// not write the whole rollout; the next write carries it. A result that decides something
+// (Blocked here) is written at once.
+func TestWrittenResultIsANote(t *testing.T) {
+	p, err := plan.Resolve(chainBundle(3), plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}}
+	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
+	r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
+		Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}
+	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
+	store := &writeCountingStore{memStore: &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}}
+	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
+	defer c.queue.ShutDown()
+	ctx := context.Background()
+	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	stepRef := bus.StepRef{Rollout: r.Name, Index: 1, ID: rollout.StepID(r.Name, 1)}
+	release := store.rollouts[r.Name].Status.Steps[0].Release
+	deliver := func(outcome string) {
+		t.Helper()
+		data, _ := json.Marshal(&bus.ApplyResult{Header: bus.Header{Type: bus.TypeApplyResult, ID: outcome}, Runtime: "cluster",
+			Release: release, Step: stepRef, Outcome: outcome})
+		if err := c.handleResult(ctx, &bus.Message{Type: bus.TypeApplyResult, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.writes.Store(0)
+	deliver(bus.OutcomeWritten)
+	if n := store.writes.Load(); n != 0 {
+		t.Fatalf("a Written result wrote the rollout %d times, want 0 (a note)", n)
+	}
+	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.writes.Load(); n != 1 {
+		t.Fatalf("the next advance wrote %d times, want 1 carrying the note", n)
+	}
+	if msg := store.rollouts[r.Name].Status.Steps[0].Message; !strings.Contains(msg, "written (Written)") {
+		t.Fatalf("step message %q, want the note's", msg)
+	}
+	deliver(bus.OutcomeBlocked)
+	if n := store.writes.Load(); n != 2 {
+		t.Fatalf("a Blocked result wrote %d times in all, want 2 (written at once)", n)
+	}
+	if s := store.rollouts[r.Name].Status.Steps[0]; s.State != v1alpha1.StepBlocked {
+		t.Fatalf("step %s after Blocked, want Blocked", s.State)
 	}
 }

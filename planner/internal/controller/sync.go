@@ -554,6 +554,7 @@ func (c *Controller) advance(ctx context.Context, rt *v1alpha1.ClusterRuntime, n
 func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntime, name string, read *v1alpha1.RuntimeRollout, observe func(r *v1alpha1.RuntimeRollout)) (*v1alpha1.RuntimeRollout, rollout.Result, error) {
 	var out *v1alpha1.RuntimeRollout
 	var res rollout.Result
+	notes := c.notes.take(name)
 	err := retryConflict(func() error {
 		cur := read
 		read = nil
@@ -567,6 +568,9 @@ func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		}
 		orig := cur.Status.DeepCopy()
 		now := c.cfg.Clock.Now()
+		for i := range notes {
+			rollout.ObserveResult(cur, &notes[i], validationDisabled(rt), now)
+		}
 		if observe != nil {
 			observe(cur)
 		}
@@ -580,6 +584,7 @@ func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		return err
 	})
 	if err != nil {
+		c.notes.putBack(name, notes)
 		return nil, res, fmt.Errorf("advance rollout %s: %w", name, err)
 	}
 	if err := c.publishOutstanding(ctx, rt, out); err != nil {

@@ -124,6 +124,21 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 	return !sameStep(before, s)
 }
 
+// NoteOnly reports whether ObserveResult would change nothing of the rollout but the
+// message of an InProgress step: the applier wrote the Application of a forward step whose
+// verdict is still to come. Such a result is a progress note, not a decision: the planner may
+// record it with its next write instead of writing the whole rollout for it (a step's
+// verdict usually follows within milliseconds and replaces the message anyway).
+func NoteOnly(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationDisabled bool) bool {
+	switch res.Outcome {
+	case bus.OutcomeWritten, bus.OutcomeRefreshed, bus.OutcomeSyncStarted:
+	default:
+		return false
+	}
+	s := target(r, res.Step.ID, res.Release)
+	return s != nil && !validationDisabled && s.Action != v1alpha1.ActionRemove && s.State == v1alpha1.StepInProgress
+}
+
 func nonEmpty(s, def string) string {
 	if s == "" {
 		return def

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -498,5 +499,50 @@ func TestEnginePolicyMoveAppliesEveryRelease(t *testing.T) {
 		if s.Action != v1alpha1.ActionApply {
 			t.Errorf("%s: %s, want Apply", s.Release, s.Action)
 		}
+	}
+}
+
+// NoteOnly holds exactly when ObserveResult would change no more than the step's message:
+// every outcome, from every in-flight state, with validation on and off, for Apply and
+// Remove steps.
+func TestNoteOnlyChangesOnlyTheMessage(t *testing.T) {
+	outcomes := []string{bus.OutcomeWritten, bus.OutcomeRefreshed, bus.OutcomeSyncStarted, bus.OutcomeRemoved,
+		bus.OutcomeForeign, bus.OutcomeBlocked, bus.OutcomeFailed, "Unknown"}
+	notes := 0
+	for _, remove := range []bool{false, true} {
+		for _, state := range []v1alpha1.StepState{v1alpha1.StepInProgress, v1alpha1.StepBlocked} {
+			for _, validationDisabled := range []bool{false, true} {
+				for _, outcome := range outcomes {
+					var r *v1alpha1.RuntimeRollout
+					if remove {
+						r = newRollout(t, mkPlan(t, comp{name: "a"}, comp{name: "b"}), mkPlan(t, comp{name: "b"}), plan.StepOptions{})
+					} else {
+						r = newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+					}
+					Advance(r, env(t0))
+					s := StepFor(r, "a")
+					s.State = state
+					res := result(r, s.Index, outcome)
+					note := NoteOnly(r, res, validationDisabled)
+					before := r.DeepCopy()
+					changed := ObserveResult(r, res, validationDisabled, t0)
+					after := r.DeepCopy()
+					after.Status.Steps[s.Index-1].Message = before.Status.Steps[s.Index-1].Message
+					onlyMessage := equality.Semantic.DeepEqual(before.Status, after.Status)
+					if note && !onlyMessage {
+						t.Errorf("remove=%v %s validationDisabled=%v %s: NoteOnly, but ObserveResult changed more than the message", remove, state, validationDisabled, outcome)
+					}
+					if note {
+						notes++
+					}
+					if !note && changed && onlyMessage && state == v1alpha1.StepInProgress && !validationDisabled && !remove {
+						t.Errorf("%s: only the message changed, but NoteOnly is false", outcome)
+					}
+				}
+			}
+		}
+	}
+	if notes != 3 {
+		t.Errorf("%d cases were notes, want 3 (Written, Refreshed, SyncStarted of an InProgress Apply step)", notes)
 	}
 }
