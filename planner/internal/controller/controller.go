@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -263,51 +264,99 @@ func (c *Controller) work(ctx context.Context) {
 	}
 }
 
-// notes are apply results kept as progress notes (rollout.NoteOnly), by rollout and step
-// ID, until the rollout's next write carries them. They are only messages: a planner that
-// stops before writing them loses nothing the rollout depends on.
+// NoteDelay is how long an observation kept as a note (a not-ready verdict, an applier's
+// "written": rollout.VerdictNoteOnly, rollout.NoteOnly) waits for a write of its rollout to
+// carry it before the runtime's reconcile writes it alone. The step's ready verdict usually
+// comes first and makes the note moot (make bench: writing each note doubled the writes of
+// the whole rollout per step).
+const NoteDelay = time.Second
+
+// notes are observations kept as progress notes, by rollout and by step and kind, until a
+// write of the rollout carries them. They change only messages and recorded verdicts: a
+// planner that stops before writing them loses nothing the rollout depends on.
 type notes struct {
 	mu sync.Mutex
-	by map[string]map[string]bus.ApplyResult
+	by map[string]map[string]note
 }
 
-func (n *notes) add(rollout string, res bus.ApplyResult) {
+// note is one kept observation: observe applies it to a rollout.
+type note struct {
+	observe func(r *v1alpha1.RuntimeRollout)
+	at      time.Time
+}
+
+// add keeps an observation; a later one of the same key replaces it but keeps the time the
+// first was kept, so a stream of not-ready verdicts is still written within NoteDelay.
+func (n *notes) add(rollout, key string, nt note) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.addLocked(rollout, res)
+	if prev, ok := n.by[rollout][key]; ok && prev.at.Before(nt.at) {
+		nt.at = prev.at
+	}
+	n.addLocked(rollout, key, nt)
 }
 
-func (n *notes) addLocked(rollout string, res bus.ApplyResult) {
+func (n *notes) addLocked(rollout, key string, nt note) {
 	if n.by == nil {
-		n.by = map[string]map[string]bus.ApplyResult{}
+		n.by = map[string]map[string]note{}
 	}
 	if n.by[rollout] == nil {
-		n.by[rollout] = map[string]bus.ApplyResult{}
+		n.by[rollout] = map[string]note{}
 	}
-	n.by[rollout][res.Step.ID] = res
+	n.by[rollout][key] = nt
 }
 
-// take removes and returns a rollout's notes.
-func (n *notes) take(rollout string) []bus.ApplyResult {
+// take removes and returns a rollout's notes kept at or before cutoff (all when zero), by
+// key, oldest first.
+func (n *notes) take(rollout string, cutoff time.Time) map[string]note {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	m := n.by[rollout]
-	delete(n.by, rollout)
-	out := make([]bus.ApplyResult, 0, len(m))
-	for _, res := range m {
-		out = append(out, res)
+	out := map[string]note{}
+	for key, nt := range n.by[rollout] {
+		if cutoff.IsZero() || !nt.at.After(cutoff) {
+			out[key] = nt
+			delete(n.by[rollout], key)
+		}
+	}
+	if len(n.by[rollout]) == 0 {
+		delete(n.by, rollout)
 	}
 	return out
 }
 
 // putBack returns notes a failed write did not carry, unless newer ones came meanwhile.
-func (n *notes) putBack(rollout string, rs []bus.ApplyResult) {
+func (n *notes) putBack(rollout string, ns map[string]note) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for _, res := range rs {
-		if _, newer := n.by[rollout][res.Step.ID]; !newer {
-			n.addLocked(rollout, res)
+	for key, nt := range ns {
+		if _, newer := n.by[rollout][key]; !newer {
+			n.addLocked(rollout, key, nt)
 		}
+	}
+}
+
+// oldest returns when the oldest note of a rollout was kept (zero: none).
+func (n *notes) oldest(rollout string) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var t time.Time
+	for _, nt := range n.by[rollout] {
+		if t.IsZero() || nt.at.Before(t) {
+			t = nt.at
+		}
+	}
+	return t
+}
+
+// apply applies notes to r in the order they were kept.
+func applyNotes(r *v1alpha1.RuntimeRollout, ns map[string]note) {
+	ordered := make([]note, 0, len(ns))
+	for _, nt := range ns {
+		ordered = append(ordered, nt)
+	}
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].at.Before(ordered[j].at) })
+	for _, nt := range ordered {
+		nt.observe(r)
 	}
 }
 

@@ -27,9 +27,15 @@ func (c *Controller) handleVerdict(ctx context.Context, m *bus.Message) error {
 		return nil // a repair's verdict: nothing waits for it
 	}
 	now := c.cfg.Clock.Now()
-	return c.onRollout(ctx, v.Runtime, name, nil, func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
-		rollout.ObserveVerdict(r, &v, now)
-	})
+	observe := func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) { rollout.ObserveVerdict(r, &v, now) }
+	noteOnly := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool {
+		if !rollout.VerdictNoteOnly(r, &v) {
+			return false
+		}
+		c.notes.add(name, "verdict/"+v.StepID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }})
+		return true
+	}
+	return c.onRollout(ctx, v.Runtime, name, noteOnly, observe)
 }
 
 // handleResult takes the applier's answer to a command.
@@ -46,16 +52,17 @@ func (c *Controller) handleResult(ctx context.Context, m *bus.Message) error {
 		return nil
 	}
 	now := c.cfg.Clock.Now()
+	observe := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
+		rollout.ObserveResult(r, &res, validationDisabled(rt), now)
+	}
 	noteOnly := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool {
 		if !rollout.NoteOnly(r, &res, validationDisabled(rt)) {
 			return false
 		}
-		c.notes.add(name, res)
+		c.notes.add(name, "result/"+res.Step.ID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }})
 		return true
 	}
-	return c.onRollout(ctx, res.Runtime, name, noteOnly, func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
-		rollout.ObserveResult(r, &res, validationDisabled(rt), now)
-	})
+	return c.onRollout(ctx, res.Runtime, name, noteOnly, observe)
 }
 
 func validationDisabled(rt *v1alpha1.ClusterRuntime) bool {
@@ -98,7 +105,7 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOn
 		return nil
 	}
 	if noteOnly != nil && noteOnly(rt, r) {
-		c.queue.AddAfter(runtime, StatusCoalesce)
+		c.queue.AddAfter(runtime, NoteDelay)
 		return nil
 	}
 	if _, _, err := c.advanceFrom(ctx, rt, name, r, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {

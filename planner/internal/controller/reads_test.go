@@ -142,8 +142,8 @@ func (s *writeCountingStore) UpdateRolloutStatus(ctx context.Context, r *v1alpha
 }
 
 // The applier's "written" answer to a step still waiting for its verdict is a note: it does
-// not write the whole rollout; the next write carries it. A result that decides something
-// (Blocked here) is written at once.
+// not write the whole rollout; the next write carries it, or the reconcile once the note
+// waited NoteDelay. A result that decides something (Blocked here) is written at once.
 func TestWrittenResultIsANote(t *testing.T) {
 	p, err := plan.Resolve(chainBundle(3), plan.Inputs{})
 	if err != nil {
@@ -180,8 +180,15 @@ func TestWrittenResultIsANote(t *testing.T) {
 	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
 		t.Fatal(err)
 	}
+	if n := store.writes.Load(); n != 0 {
+		t.Fatalf("a reconcile within NoteDelay wrote %d times, want 0 (the verdict may still carry the note)", n)
+	}
+	clk.Step(NoteDelay)
+	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
+		t.Fatal(err)
+	}
 	if n := store.writes.Load(); n != 1 {
-		t.Fatalf("the next advance wrote %d times, want 1 carrying the note", n)
+		t.Fatalf("the reconcile after NoteDelay wrote %d times, want 1 carrying the note", n)
 	}
 	if msg := store.rollouts[r.Name].Status.Steps[0].Message; !strings.Contains(msg, "written (Written)") {
 		t.Fatalf("step message %q, want the note's", msg)
@@ -192,5 +199,28 @@ func TestWrittenResultIsANote(t *testing.T) {
 	}
 	if s := store.rollouts[r.Name].Status.Steps[0]; s.State != v1alpha1.StepBlocked {
 		t.Fatalf("step %s after Blocked, want Blocked", s.State)
+	}
+}
+
+// A stream of not-ready verdicts is written NoteDelay after the first, not postponed by each.
+func TestNotesKeepTheirFirstTime(t *testing.T) {
+	var n notes
+	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	var applied []string
+	mk := func(msg string, at time.Time) note {
+		return note{at: at, observe: func(*v1alpha1.RuntimeRollout) { applied = append(applied, msg) }}
+	}
+	n.add("r", "verdict/r/1", mk("first", t0))
+	n.add("r", "verdict/r/1", mk("second", t0.Add(NoteDelay/2)))
+	if got := n.take("r", t0.Add(NoteDelay/2).Add(-NoteDelay)); len(got) != 0 {
+		t.Fatalf("took %d notes before the first was NoteDelay old", len(got))
+	}
+	got := n.take("r", t0)
+	if len(got) != 1 {
+		t.Fatalf("took %d notes NoteDelay after the first, want 1", len(got))
+	}
+	applyNotes(&v1alpha1.RuntimeRollout{}, got)
+	if len(applied) != 1 || applied[0] != "second" {
+		t.Fatalf("applied %v, want the latest observation only", applied)
 	}
 }

@@ -204,6 +204,9 @@ func (c *Controller) Sync(ctx context.Context, name string) error {
 		if !res.Wake.IsZero() {
 			c.queue.AddAfter(name, max(res.Wake.Sub(now), time.Millisecond))
 		}
+		if kept := c.notes.oldest(r.Name); !kept.IsZero() {
+			c.queue.AddAfter(name, max(kept.Add(NoteDelay).Sub(now), time.Millisecond))
+		}
 		if rollout.Terminal(r.Status.Phase) {
 			if r.Status.Phase != v1alpha1.PhaseSucceeded {
 				v.in.Last = r
@@ -554,7 +557,13 @@ func (c *Controller) advance(ctx context.Context, rt *v1alpha1.ClusterRuntime, n
 func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntime, name string, read *v1alpha1.RuntimeRollout, observe func(r *v1alpha1.RuntimeRollout)) (*v1alpha1.RuntimeRollout, rollout.Result, error) {
 	var out *v1alpha1.RuntimeRollout
 	var res rollout.Result
-	notes := c.notes.take(name)
+	// A verdict or a result writes the rollout anyway and carries every note; a reconcile
+	// writes only the notes that waited NoteDelay for such a write.
+	var cutoff time.Time
+	if observe == nil {
+		cutoff = c.cfg.Clock.Now().Add(-NoteDelay)
+	}
+	notes := c.notes.take(name, cutoff)
 	err := retryConflict(func() error {
 		cur := read
 		read = nil
@@ -568,9 +577,7 @@ func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		}
 		orig := cur.Status.DeepCopy()
 		now := c.cfg.Clock.Now()
-		for i := range notes {
-			rollout.ObserveResult(cur, &notes[i], validationDisabled(rt), now)
-		}
+		applyNotes(cur, notes)
 		if observe != nil {
 			observe(cur)
 		}

@@ -43,6 +43,15 @@ func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.
 	before := s.DeepCopy()
 	s.Verdict = verdict
 	if v.Ready {
+		// A succeeded step keeps which fences passed, not what each saw: every finished step
+		// stays in the rollout, which is rewritten at each step (make bench: the fences'
+		// messages were half of a long rollout's size, and its size the API server's cost).
+		verdict.Fences = slices.Clone(verdict.Fences)
+		for i := range verdict.Fences {
+			if verdict.Fences[i].State == v1alpha1.FencePassed {
+				verdict.Fences[i].Message = ""
+			}
+		}
 		s.State, s.Reason, s.FinishedAt = v1alpha1.StepSucceeded, "", mt(now)
 		s.Message = "ready at the current revision"
 		return true
@@ -51,6 +60,13 @@ func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.
 		s.Message = "waiting for the release to be ready" + openFences(verdict)
 	}
 	return !sameStep(before, s)
+}
+
+// VerdictNoteOnly reports whether ObserveVerdict would change nothing of the rollout but the
+// recorded verdict and message of a step in flight: a not-ready verdict. It is a progress
+// note (see NoteOnly); only a ready verdict decides something.
+func VerdictNoteOnly(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
+	return !v.Ready && target(r, v.StepID, v.Release) != nil
 }
 
 func sameStep(a, b *v1alpha1.Step) bool {

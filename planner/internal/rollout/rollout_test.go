@@ -546,3 +546,62 @@ func TestNoteOnlyChangesOnlyTheMessage(t *testing.T) {
 		t.Errorf("%d cases were notes, want 3 (Written, Refreshed, SyncStarted of an InProgress Apply step)", notes)
 	}
 }
+
+// VerdictNoteOnly holds for a not-ready verdict of a step in flight, and then ObserveVerdict
+// changes no more than the step's verdict and message; a ready verdict is never a note.
+func TestVerdictNoteOnlyChangesOnlyVerdictAndMessage(t *testing.T) {
+	notes := 0
+	for _, state := range []v1alpha1.StepState{v1alpha1.StepInProgress, v1alpha1.StepBlocked, v1alpha1.StepSucceeded, v1alpha1.StepPending} {
+		for _, ready := range []bool{false, true} {
+			r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+			Advance(r, env(t0))
+			s := Step(r, 1)
+			s.State = state
+			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, 1), Ready: ready,
+				Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FenceOpen, Message: "Progressing"}}}
+			note := VerdictNoteOnly(r, v)
+			before := r.DeepCopy()
+			changed := ObserveVerdict(r, v, t0)
+			after := r.DeepCopy()
+			after.Status.Steps[0].Message, after.Status.Steps[0].Verdict = before.Status.Steps[0].Message, before.Status.Steps[0].Verdict
+			if note && !equality.Semantic.DeepEqual(before.Status, after.Status) {
+				t.Errorf("%s ready=%v: a note, but ObserveVerdict changed more than verdict and message", state, ready)
+			}
+			if note {
+				notes++
+				if !changed {
+					t.Errorf("%s: a note that records nothing", state)
+				}
+			}
+		}
+	}
+	if notes != 2 {
+		t.Errorf("%d notes, want 2 (not-ready verdicts of InProgress and Blocked steps)", notes)
+	}
+}
+
+// A ready verdict finishes the step and records which fences passed without what each saw;
+// the readiness message of the verdict itself is not changed.
+func TestReadyVerdictKeepsFenceStatesOnly(t *testing.T) {
+	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+	Advance(r, env(t0))
+	v := ready(r, 1)
+	v.Fences = []v1alpha1.Fence{
+		{Name: v1alpha1.FenceSyncedAtRevision, State: v1alpha1.FencePassed, Message: "Synced at 1.2.3"},
+		{Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed, Message: "Healthy"},
+	}
+	if !ObserveVerdict(r, v, t0) {
+		t.Fatal("a ready verdict changed nothing")
+	}
+	s := Step(r, 1)
+	want := []v1alpha1.Fence{{Name: v1alpha1.FenceSyncedAtRevision, State: v1alpha1.FencePassed}, {Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed}}
+	if s.State != v1alpha1.StepSucceeded || s.Verdict == nil || !s.Verdict.Ready {
+		t.Fatalf("step %s verdict %+v, want Succeeded and ready", s.State, s.Verdict)
+	}
+	if diff := cmp.Diff(want, s.Verdict.Fences); diff != "" {
+		t.Errorf("recorded fences (-want +got):\n%s", diff)
+	}
+	if v.Fences[0].Message != "Synced at 1.2.3" {
+		t.Errorf("the message of the verdict itself was changed")
+	}
+}
