@@ -70,6 +70,15 @@ func (s *cachedStore) forget(kind, name string, uid types.UID) {
 	}
 }
 
+// invalidate makes the next read of an object come from the API server.
+func (s *cachedStore) invalidate(kind, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := kind + "/" + name
+	delete(s.written, key)
+	s.stale[key] = true
+}
+
 const (
 	kindRuntime = "runtime"
 	kindRollout = "rollout"

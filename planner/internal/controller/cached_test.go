@@ -5,14 +5,18 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	kerrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
 // versionedStore is an API server in memory for the cache's tests: resource versions grow
@@ -269,5 +273,63 @@ func TestCachedDeletedRolloutIsGone(t *testing.T) {
 	f.store.forget(kindRollout, "r1", old.UID)
 	if got, err := f.store.GetRollout(ctx, "r1"); err != nil || got.UID != fresh.UID {
 		t.Fatalf("after the old object's delete event: %v, %v; want the new rollout", got, err)
+	}
+}
+
+// A command is never published from a stale cache: a rollout the informer still shows in
+// flight, but which ended meanwhile, publishes nothing from a new planner process.
+func TestNoCommandFromAStaleCache(t *testing.T) {
+	p, err := plan.Resolve(chainBundle(2), plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1", ResourceVersion: "1"}}
+	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
+	r := testRollout(rollout.Name("", p.Digest()))
+	r.Spec = v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}
+	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
+	rollout.Advance(r, rollout.Env{Now: clk.Now()}) // step 1 in flight: what the cache holds
+
+	f := newCacheFixture()
+	f.live.runtime = rt
+	ctx := context.Background()
+	created, err := f.live.CreateRollout(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.informerSees(t, created.Name)
+	ended := created.DeepCopy()
+	ended.Status.Phase, ended.Status.Outcome = v1alpha1.PhaseSucceeded, v1alpha1.OutcomeSucceeded
+	for i := range ended.Status.Steps {
+		ended.Status.Steps[i].State = v1alpha1.StepSucceeded
+	}
+	if _, err := f.live.UpdateRolloutStatus(ctx, ended); err != nil { // the informer has not seen this
+		t.Fatal(err)
+	}
+
+	pub := &countingPublisher{}
+	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, f.live, pub)
+	defer c.queue.ShutDown()
+	c.cache.attach(f.store.runtimes, f.rollouts, f.cms, "aicr-system", func() bool { return true })
+	out, _, err := c.advance(ctx, rt, created.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub.n != 0 {
+		t.Fatalf("%d commands published from the cached rollout, want 0 (it ended)", pub.n)
+	}
+	if out.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("advanced rollout is %s, want the live Succeeded one", out.Status.Phase)
+	}
+	// The same process, with the rollout current in its cache, publishes a step in flight.
+	f.live.rollouts[created.Name] = created.DeepCopy()
+	f.live.rollouts[created.Name].ResourceVersion = f.live.next()
+	f.informerSees(t, created.Name)
+	if _, _, err := c.advance(ctx, rt, created.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	if pub.n != 1 {
+		t.Fatalf("%d commands for the rollout in flight, want 1", pub.n)
 	}
 }

@@ -554,9 +554,13 @@ func (c *Controller) advance(ctx context.Context, rt *v1alpha1.ClusterRuntime, n
 // advanceFrom is advance starting from read, the rollout as the caller just read it under the
 // runtime's lock (nil: read it). Only a conflict reads it again: a step cost four reads of the
 // whole rollout, each as large as its steps (make bench).
+//
+// Reads come from the informer's cache. A write that succeeds proves the rollout it changed
+// was current; when nothing was written and the rollout has commands this process has not
+// published (after a restart, or a blocked step's retry), the runtime and the rollout are read
+// again from the API server and the commands are published from that view: a command is
+// never published from a stale cache.
 func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntime, name string, read *v1alpha1.RuntimeRollout, observe func(r *v1alpha1.RuntimeRollout)) (*v1alpha1.RuntimeRollout, rollout.Result, error) {
-	var out *v1alpha1.RuntimeRollout
-	var res rollout.Result
 	// A verdict or a result writes the rollout anyway and carries every note; a reconcile
 	// writes only the notes that waited NoteDelay for such a write.
 	var cutoff time.Time
@@ -564,7 +568,32 @@ func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		cutoff = c.cfg.Clock.Now().Add(-NoteDelay)
 	}
 	notes := c.notes.take(name, cutoff)
-	err := retryConflict(func() error {
+	for verified := false; ; verified = true {
+		out, res, wrote, err := c.advanceOnce(ctx, rt, name, read, observe, notes)
+		if err != nil {
+			c.notes.putBack(name, notes)
+			return nil, res, fmt.Errorf("advance rollout %s: %w", name, err)
+		}
+		if !wrote && !verified && c.unpublished(out) {
+			c.cache.invalidate(kindRuntime, rt.Name)
+			c.cache.invalidate(kindRollout, name)
+			if rt, err = c.store.GetRuntime(ctx, rt.Name); err != nil {
+				return nil, res, fmt.Errorf("advance rollout %s: read runtime: %w", name, err)
+			}
+			read = nil
+			continue
+		}
+		if err := c.publishOutstanding(ctx, rt, out); err != nil {
+			return out, res, err
+		}
+		return out, res, nil
+	}
+}
+
+// advanceOnce applies the notes and observe to the rollout, runs the scheduler and writes the
+// status when it changed, re-reading on a conflict. wrote reports a successful write.
+func (c *Controller) advanceOnce(ctx context.Context, rt *v1alpha1.ClusterRuntime, name string, read *v1alpha1.RuntimeRollout, observe func(r *v1alpha1.RuntimeRollout), notes map[string]note) (out *v1alpha1.RuntimeRollout, res rollout.Result, wrote bool, err error) {
+	err = retryConflict(func() error {
 		cur := read
 		read = nil
 		if cur == nil {
@@ -587,17 +616,25 @@ func (c *Controller) advanceFrom(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			return nil
 		}
 		var err error
-		out, err = c.store.UpdateRolloutStatus(ctx, cur)
+		if out, err = c.store.UpdateRolloutStatus(ctx, cur); err == nil {
+			wrote = true
+		}
 		return err
 	})
-	if err != nil {
-		c.notes.putBack(name, notes)
-		return nil, res, fmt.Errorf("advance rollout %s: %w", name, err)
+	return out, res, wrote, err
+}
+
+// unpublished reports whether the rollout has a command in flight this process has not
+// published.
+func (c *Controller) unpublished(r *v1alpha1.RuntimeRollout) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range rollout.Outstanding(r, c.cfg.Clock.Now()) {
+		if !c.published[rollout.CommandID(rollout.StepID(r.Name, st.Index), st.Attempt)] {
+			return true
+		}
 	}
-	if err := c.publishOutstanding(ctx, rt, out); err != nil {
-		return out, res, err
-	}
-	return out, res, nil
+	return false
 }
 
 func (c *Controller) publishOutstanding(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) error {
