@@ -63,6 +63,7 @@ func Steps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 			}
 		}
 		near := newNearestSteps(g, action)
+		steps = slices.Grow(steps, len(action)-countEmpty(action)) // a Step is large: grow once
 		for _, i := range order {
 			if action[i] == "" {
 				continue
@@ -99,6 +100,7 @@ func Steps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 		}
 		g := newGraph(from)
 		order := g.order()
+		steps = slices.Grow(steps, len(removed))
 		for k := len(order) - 1; k >= 0; k-- {
 			r := &from.Releases[order[k]]
 			if !removed[r.Name] {
@@ -119,6 +121,16 @@ func Steps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 		steps[i].Index = int32(i + 1)
 	}
 	return steps
+}
+
+func countEmpty(action []v1alpha1.StepAction) int {
+	n := 0
+	for _, a := range action {
+		if a == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // graph is a plan's dependency graph by release index. Steps walks it for every release, and
