@@ -82,7 +82,6 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 	for _, ns := range append(append([]string{}, DefaultForbiddenNamespaces...), in.ForbiddenNamespaces...) {
 		forbidden[ns] = true
 	}
-	byName := make(map[string]int, len(b.Components))
 	releases := make([]Release, len(b.Components))
 	edges := 0
 	for i := range b.Components {
@@ -114,7 +113,6 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 		}
 		sort.Strings(deps)
 		releases[i] = Release{Name: c.Name, Namespace: c.Namespace, Chart: c.Chart, DependsOn: deps, ReadinessGate: c.ReadinessGate, Values: values}
-		byName[c.Name] = i
 		sizeHint += canonicalSizeHint(c)
 	}
 	placer, err := newPlacer(in.Placement)
@@ -128,11 +126,12 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 		}
 		sizeHint += added
 	}
-	if err := applyOverrides(b, releases, byName, in.Overrides); err != nil {
-		return nil, err
-	}
 	slices.SortFunc(releases, func(a, b Release) int { return strings.Compare(a.Name, b.Name) })
 	p := &Plan{APIVersion: PlanAPIVersion, Bundle: b.Metadata, Releases: releases}
+	p.index() // overrides find their release through the plan's own index
+	if err := applyOverrides(b, p.Releases, p.byName, in.Overrides); err != nil {
+		return nil, err
+	}
 	if err := p.seal(sizeHint + 128); err != nil {
 		return nil, err
 	}
@@ -361,9 +360,17 @@ func deepCopy(v any) any {
 	}
 }
 
-// seal computes the canonical form, the digest and the name index. sizeHint is the expected
-// size of the canonical form (0 when unknown): growing a large plan's buffer step by step
-// copied it over and over.
+// index builds the name index of the releases.
+func (p *Plan) index() {
+	p.byName = make(map[string]int, len(p.Releases))
+	for i, r := range p.Releases {
+		p.byName[r.Name] = i
+	}
+}
+
+// seal computes the canonical form and the digest. sizeHint is the expected size of the
+// canonical form (0 when unknown): growing a large plan's buffer step by step copied it over
+// and over.
 func (p *Plan) seal(sizeHint int) error {
 	canonical, spans, err := p.appendCanonical(make([]byte, 0, sizeHint))
 	if err != nil {
@@ -372,10 +379,6 @@ func (p *Plan) seal(sizeHint int) error {
 	p.canonical, p.valueSpans = canonical, spans
 	sum := sha256.Sum256(p.canonical)
 	p.digest = "sha256:" + hex.EncodeToString(sum[:])
-	p.byName = make(map[string]int, len(p.Releases))
-	for i, r := range p.Releases {
-		p.byName[r.Name] = i
-	}
 	return nil
 }
 
@@ -416,6 +419,7 @@ func Decode(data []byte, want string) (*Plan, error) {
 			p.Releases[i].Values = map[string]any{}
 		}
 	}
+	p.index()
 	if err := p.seal(len(data)); err != nil {
 		return nil, err
 	}
