@@ -30,6 +30,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/plan/plantest"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -231,7 +232,7 @@ func BenchmarkStepAdvance(b *testing.B) {
 func BenchmarkPlanCompute(b *testing.B) {
 	for b.Loop() {
 		for _, n := range []int{1000, 10000} {
-			bundle := layeredBundle(n, 100)
+			bundle := plantest.LayeredBundle(n, 100)
 			in := plan.Inputs{Placement: &v1alpha1.Placement{System: &v1alpha1.NodePlacement{NodeSelector: map[string]string{"node-role.kubernetes.io/system": "true"}}},
 				ForbiddenNamespaces: []string{operatorNamespace, engineNamespace}}
 			var runs, cpus []time.Duration
@@ -393,33 +394,6 @@ func chainComponents(n int) []plan.Component {
 		cs = append(cs, component(chainName(i), chainName(i-1)))
 	}
 	return cs
-}
-
-// layeredBundle is n releases in layers of width, each depending on up to three releases of the
-// layer below, with chart-like values and a system placement.
-func layeredBundle(n, width int) *plan.Bundle {
-	b := &plan.Bundle{APIVersion: plan.BundleAPIVersion, Kind: plan.BundleKind, Metadata: plan.BundleMeta{Name: "bench", Version: "1"}}
-	name := func(i int) string { return fmt.Sprintf("c%05d", i) }
-	for i := range n {
-		c := plan.Component{Name: name(i), Namespace: name(i), Chart: plan.ChartRef{Path: "charts/" + name(i), Digest: chartDigest},
-			Values: json.RawMessage(fmt.Sprintf(`{"image":{"repository":"nvcr.io/nvidia/%s","tag":"v1.%d.0"},`+
-				`"replicas":%d,"resources":{"limits":{"cpu":"500m","memory":"1Gi"},"requests":{"cpu":0.25}},`+
-				`"nodeSelector":{},"tolerations":[],"env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}`, name(i), i, i%5)),
-			Placement: &plan.ComponentPlacement{Class: plan.PlacementSystem, NodeSelectorPaths: []string{"nodeSelector"}, TolerationsPaths: []string{"tolerations"}}}
-		if layer := i / width; layer > 0 {
-			below := (layer - 1) * width
-			seen := map[string]bool{}
-			for k := range 3 {
-				d := name(below + (i+k*7)%width)
-				if !seen[d] {
-					seen[d] = true
-					c.DependsOn = append(c.DependsOn, d)
-				}
-			}
-		}
-		b.Components = append(b.Components, c)
-	}
-	return b
 }
 
 func digestOf(tb testing.TB, b *plan.Bundle) string {

@@ -1,67 +1,82 @@
-package plan
+package plan_test
 
 import (
 	"encoding/json"
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/plan/plantest"
 )
 
-// layeredBundle generates a bundle of n components in layers of width: each component depends
-// on up to three components of the layer below, and carries values with nesting, lists and
-// numbers, like a chart's values.
-func layeredBundle(tb testing.TB, n, width int) *Bundle {
-	tb.Helper()
-	b := &Bundle{APIVersion: BundleAPIVersion, Kind: BundleKind, Metadata: BundleMeta{Name: "bench", Version: "1"}}
-	name := func(i int) string { return fmt.Sprintf("c%05d", i) }
-	for i := range n {
-		c := Component{
-			Name:      name(i),
-			Chart:     ChartRef{Path: "charts/" + name(i), Digest: digestA},
-			Namespace: name(i),
-			Values: json.RawMessage(fmt.Sprintf(`{"image":{"repository":"nvcr.io/nvidia/%s","tag":"v1.%d.0"},`+
-				`"replicas":%d,"resources":{"limits":{"cpu":"500m","memory":"1Gi"},"requests":{"cpu":0.25}},`+
-				`"nodeSelector":{},"tolerations":[],"env":[{"name":"A","value":"1"},{"name":"B","value":"2"}]}`, name(i), i, i%5)),
-			Placement: &ComponentPlacement{Class: PlacementSystem, NodeSelectorPaths: []string{"nodeSelector"}, TolerationsPaths: []string{"tolerations"}},
-		}
-		if layer := i / width; layer > 0 {
-			below := (layer - 1) * width
-			for k := range 3 {
-				c.DependsOn = append(c.DependsOn, name(below+(i+k*7)%width))
-			}
-			c.DependsOn = dedupe(c.DependsOn)
-		}
-		b.Components = append(b.Components, c)
+// benchSizes are the stack sizes docs/performance.md reports.
+var benchSizes = []int{1000, 10000}
+
+// benchBundle is the generated stack e2e/bench's BenchmarkPlanCompute resolves.
+func benchBundle(b *testing.B, n int) *plan.Bundle {
+	b.Helper()
+	bundle := plantest.LayeredBundle(n, 100)
+	if err := bundle.Validate(); err != nil {
+		b.Fatalf("generated bundle: %v", err)
 	}
-	if err := b.Validate(); err != nil {
-		tb.Fatalf("generated bundle: %v", err)
-	}
-	return b
+	return bundle
 }
 
-func dedupe(ss []string) []string {
-	seen := map[string]bool{}
-	out := ss[:0]
-	for _, s := range ss {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
+// benchInputs are the runtime inputs of e2e/bench's BenchmarkPlanCompute: a system placement
+// and the operator's and Argo CD's namespaces forbidden.
+func benchInputs() plan.Inputs {
+	return plan.Inputs{
+		Placement: &v1alpha1.Placement{System: &v1alpha1.NodePlacement{
+			NodeSelector: map[string]string{"node-role.kubernetes.io/system": "true"}}},
+		ForbiddenNamespaces: []string{"aicr-system", "argocd"},
 	}
-	return out
+}
+
+// processCPU is the CPU time the process has used, garbage collection included.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkPlanCompute measures what e2e/bench's BenchmarkPlanCompute reports in process: Resolve
+// and the steps of a first rollout (every release installed). Besides ns/op it reports the
+// process's CPU time per operation (cpu-ns/op, garbage collection on other cores included),
+// which varies less than the wall time on a machine shared with other work.
+func BenchmarkPlanCompute(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("releases=%d", n), func(b *testing.B) {
+			bundle, in := benchBundle(b, n), benchInputs()
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			defer func() { b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op") }()
+			for b.Loop() {
+				p, err := plan.Resolve(bundle, in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if steps := plan.Steps(nil, p, plan.StepOptions{}); len(steps) != n {
+					b.Fatalf("%d steps for %d releases", len(steps), n)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkResolve measures Resolve (values decoding, placement, canonical encoding and the
 // digest) for large generated stacks.
 func BenchmarkResolve(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("releases=%d", n), func(b *testing.B) {
-			bundle := layeredBundle(b, n, 100)
-			in := vectorInputs()
-			in.Overrides = nil
+			bundle, in := benchBundle(b, n), benchInputs()
 			b.ReportAllocs()
-			b.ResetTimer()
 			for b.Loop() {
-				if _, err := Resolve(bundle, in); err != nil {
+				if _, err := plan.Resolve(bundle, in); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -72,22 +87,21 @@ func BenchmarkResolve(b *testing.B) {
 // BenchmarkSteps measures the step derivation of a rollout that changes one release at the
 // bottom of a generated stack (every release above it keeps its step-free state).
 func BenchmarkSteps(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
+	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("releases=%d", n), func(b *testing.B) {
-			bundle := layeredBundle(b, n, 100)
-			from, err := Resolve(bundle, Inputs{})
+			bundle, in := benchBundle(b, n), benchInputs()
+			from, err := plan.Resolve(bundle, in)
 			if err != nil {
 				b.Fatal(err)
 			}
 			bundle.Components[0].Values = json.RawMessage(`{"image":{"tag":"v2"}}`)
-			to, err := Resolve(bundle, Inputs{})
+			to, err := plan.Resolve(bundle, in)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			b.ResetTimer()
 			for b.Loop() {
-				if steps := Steps(from, to, StepOptions{}); len(steps) != 1 {
+				if steps := plan.Steps(from, to, plan.StepOptions{}); len(steps) != 1 {
 					b.Fatalf("%d steps, want 1", len(steps))
 				}
 			}
@@ -97,14 +111,14 @@ func BenchmarkSteps(b *testing.B) {
 
 // BenchmarkParseBundle measures reading a large bundle document.
 func BenchmarkParseBundle(b *testing.B) {
-	doc, err := json.Marshal(layeredBundle(b, 1000, 100))
+	doc, err := json.Marshal(benchBundle(b, 1000))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(doc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseBundle(doc); err != nil {
+		if _, err := plan.ParseBundle(doc); err != nil {
 			b.Fatal(err)
 		}
 	}

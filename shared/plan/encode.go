@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -71,9 +72,17 @@ func (p *Plan) appendCanonical(dst []byte) ([]byte, [][2]int, error) {
 	return append(dst, "]}"...), spans, nil
 }
 
-// encoder keeps one stack of mapping keys for a whole encoding, so sorting keys allocates once.
+// encoder keeps one stack of mapping members for a whole encoding, so sorting keys allocates
+// once.
 type encoder struct {
-	keys []string
+	members []member
+}
+
+// member is a mapping's key and value: sorting them together saves looking each value up
+// again by its key.
+type member struct {
+	key   string
+	value any
 }
 
 // appendValue appends the JSON of a decoded value as encoding/json writes it without HTML
@@ -138,27 +147,27 @@ func (e *encoder) appendValue(dst []byte, v any) ([]byte, error) {
 }
 
 func (e *encoder) appendObject(dst []byte, m map[string]any) ([]byte, error) {
-	base := len(e.keys)
-	for k := range m {
-		e.keys = append(e.keys, k)
+	base := len(e.members)
+	for k, v := range m {
+		e.members = append(e.members, member{k, v})
 	}
-	slices.Sort(e.keys[base:])
-	n := len(e.keys) - base
+	slices.SortFunc(e.members[base:], func(a, b member) int { return strings.Compare(a.key, b.key) })
+	n := len(e.members) - base
 	dst = append(dst, '{')
 	for i := range n {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		k := e.keys[base+i] // nested mappings push above base+n and pop before returning
-		dst = appendString(dst, k)
+		mb := e.members[base+i] // nested mappings push above base+n and pop before returning
+		dst = appendString(dst, mb.key)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = e.appendValue(dst, m[k]); err != nil {
-			e.keys = e.keys[:base]
+		if dst, err = e.appendValue(dst, mb.value); err != nil {
+			e.members = e.members[:base]
 			return nil, err
 		}
 	}
-	e.keys = e.keys[:base]
+	e.members = e.members[:base]
 	return append(dst, '}'), nil
 }
 

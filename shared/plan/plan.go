@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -72,45 +73,82 @@ type Inputs struct {
 // Resolve builds the plan for a validated bundle and the runtime's inputs. Errors are *Error
 // values whose Field is a ClusterRuntime path (spec.overrides[i]..., spec.placement...) or a
 // bundle path (components[i]...).
+//
+// With several problems, the one reported is the first of: a component's namespace or values
+// (in component order), the runtime's placement, a component's placement paths (in component
+// order), then the overrides (in their order).
 func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 	forbidden := map[string]bool{}
 	for _, ns := range append(append([]string{}, DefaultForbiddenNamespaces...), in.ForbiddenNamespaces...) {
 		forbidden[ns] = true
 	}
-	byName := make(map[string]int, len(b.Components))
 	releases := make([]Release, len(b.Components))
-	valuesSize := 0
-	for i, c := range b.Components {
+	edges := 0
+	for i := range b.Components {
+		edges += len(b.Components[i].DependsOn)
+	}
+	allDeps := make([]string, 0, edges) // one backing array for every release's DependsOn
+	sizeHint := 0
+	for i := range b.Components {
+		c := &b.Components[i]
 		if forbidden[c.Namespace] {
 			return nil, errorf(v1alpha1.ReasonNamespaceNotAllowed, fmt.Sprintf("components[%d].namespace", i),
 				"namespace %q is not allowed for a component (reserved: %s); use a namespace of the component's own", c.Namespace, strings.Join(sortedKeys(forbidden), ", "))
 		}
-		values := map[string]any{}
-		valuesSize += len(c.Values)
+		var values map[string]any
 		if len(bytes.TrimSpace(c.Values)) > 0 {
 			v, err := decodeObject(c.Values)
 			if err != nil {
 				return nil, bundleErr(fmt.Sprintf("components[%d].values", i), "values must be a mapping of Helm values: %v", err)
 			}
 			values = v
+		} else {
+			values = map[string]any{}
 		}
-		deps := append([]string(nil), c.DependsOn...)
+		start := len(allDeps)
+		allDeps = append(allDeps, c.DependsOn...)
+		deps := allDeps[start:len(allDeps):len(allDeps)]
+		if len(deps) == 0 {
+			deps = nil
+		}
 		sort.Strings(deps)
 		releases[i] = Release{Name: c.Name, Namespace: c.Namespace, Chart: c.Chart, DependsOn: deps, ReadinessGate: c.ReadinessGate, Values: values}
-		byName[c.Name] = i
+		sizeHint += canonicalSizeHint(c)
 	}
-	if err := applyPlacement(b, releases, in.Placement); err != nil {
+	placer, err := newPlacer(in.Placement)
+	if err != nil {
 		return nil, err
 	}
-	if err := applyOverrides(b, releases, byName, in.Overrides); err != nil {
-		return nil, err
+	for i := range b.Components {
+		added, err := placer.place(i, &b.Components[i], releases[i].Values)
+		if err != nil {
+			return nil, err
+		}
+		sizeHint += added
 	}
-	sort.Slice(releases, func(i, j int) bool { return releases[i].Name < releases[j].Name })
+	slices.SortFunc(releases, func(a, b Release) int { return strings.Compare(a.Name, b.Name) })
 	p := &Plan{APIVersion: PlanAPIVersion, Bundle: b.Metadata, Releases: releases}
-	if err := p.seal(valuesSize + 192*len(releases)); err != nil {
+	p.index() // overrides find their release through the plan's own index
+	if err := applyOverrides(b, p.Releases, p.byName, in.Overrides); err != nil {
+		return nil, err
+	}
+	if err := p.seal(sizeHint + 128); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// canonicalSizeHint is about the size of a component's release in the canonical form (before
+// placement and overrides): its strings and values as written and the JSON around them.
+// Allocating the canonical buffer once, at the right size, saves copying a large plan's buffer
+// as it grows.
+func canonicalSizeHint(c *Component) int {
+	const fixed = len(`{"name":"","namespace":"","chart":{"path":"","digest":""},"dependsOn":[],"readinessGate":true,"values":},`)
+	n := fixed + len(c.Name) + len(c.Namespace) + len(c.Chart.Path) + len(c.Chart.Digest) + len(c.Values)
+	for _, d := range c.DependsOn {
+		n += len(d) + 3
+	}
+	return n
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -122,12 +160,29 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-func applyPlacement(b *Bundle, releases []Release, pl *v1alpha1.Placement) error {
+// placer writes the runtime's placement into the values of the components that declare a
+// placement class.
+type placer struct {
+	// rendered holds, by class, the node selector and the tolerations as values, and the size
+	// of their JSON; a class the runtime does not place is absent.
+	rendered map[string]renderedPlacement
+	// paths holds each placement path parsed once: every component of a stack tends to
+	// declare the same few.
+	paths map[string][]Segment
+}
+
+type renderedPlacement struct {
+	selector, tolerations         any
+	selectorSize, tolerationsSize int
+}
+
+// newPlacer validates and renders the runtime's placement (nil: nothing to place).
+func newPlacer(pl *v1alpha1.Placement) (*placer, error) {
+	p := &placer{rendered: map[string]renderedPlacement{}, paths: map[string][]Segment{}}
 	if pl == nil {
-		return nil
+		return p, nil
 	}
 	classes := map[string]*v1alpha1.NodePlacement{PlacementSystem: pl.System, PlacementAccelerated: pl.Accelerated}
-	rendered := map[string][2]any{}
 	// A fixed order, so that with both classes invalid the same error is reported every time.
 	for _, class := range []string{PlacementSystem, PlacementAccelerated} {
 		np := classes[class]
@@ -136,32 +191,54 @@ func applyPlacement(b *Bundle, releases []Release, pl *v1alpha1.Placement) error
 		}
 		sel, tol, err := renderPlacement("spec.placement."+class, np)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rendered[class] = [2]any{sel, tol}
+		selJSON, err := appendValue(nil, sel)
+		if err != nil {
+			return nil, fmt.Errorf("encode spec.placement.%s: %w", class, err)
+		}
+		tolJSON, err := appendValue(nil, tol)
+		if err != nil {
+			return nil, fmt.Errorf("encode spec.placement.%s: %w", class, err)
+		}
+		p.rendered[class] = renderedPlacement{selector: sel, tolerations: tol, selectorSize: len(selJSON), tolerationsSize: len(tolJSON)}
 	}
-	for i, c := range b.Components {
-		if c.Placement == nil {
-			continue
-		}
-		r, ok := rendered[c.Placement.Class]
-		if !ok {
-			continue
-		}
-		for j, path := range c.Placement.NodeSelectorPaths {
-			segs, _ := ParsePath(path) // validated by Bundle.Validate
-			if err := setCreating(releases[i].Values, segs, deepCopy(r[0])); err != nil {
-				return errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.nodeSelectorPaths[%d]", i, j), "%v", err)
-			}
-		}
-		for j, path := range c.Placement.TolerationsPaths {
-			segs, _ := ParsePath(path)
-			if err := setCreating(releases[i].Values, segs, deepCopy(r[1])); err != nil {
-				return errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.tolerationsPaths[%d]", i, j), "%v", err)
-			}
-		}
+	return p, nil
+}
+
+// place writes the placement of component i (c) into its values, and returns about how many
+// bytes that adds to the canonical form.
+func (p *placer) place(i int, c *Component, values map[string]any) (int, error) {
+	if c.Placement == nil {
+		return 0, nil
 	}
-	return nil
+	r, ok := p.rendered[c.Placement.Class]
+	if !ok {
+		return 0, nil
+	}
+	size := 0
+	for j, path := range c.Placement.NodeSelectorPaths {
+		if err := setCreating(values, p.parse(path), deepCopy(r.selector)); err != nil {
+			return 0, errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.nodeSelectorPaths[%d]", i, j), "%v", err)
+		}
+		size += len(path) + r.selectorSize + 4
+	}
+	for j, path := range c.Placement.TolerationsPaths {
+		if err := setCreating(values, p.parse(path), deepCopy(r.tolerations)); err != nil {
+			return 0, errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.tolerationsPaths[%d]", i, j), "%v", err)
+		}
+		size += len(path) + r.tolerationsSize + 4
+	}
+	return size, nil
+}
+
+func (p *placer) parse(path string) []Segment {
+	segs, ok := p.paths[path]
+	if !ok {
+		segs, _ = ParsePath(path) // validated by Bundle.Validate
+		p.paths[path] = segs
+	}
+	return segs
 }
 
 // renderPlacement validates a NodePlacement and renders it as values.
@@ -283,9 +360,17 @@ func deepCopy(v any) any {
 	}
 }
 
-// seal computes the canonical form, the digest and the name index. sizeHint is the expected
-// size of the canonical form (0 when unknown): growing a large plan's buffer step by step
-// copied it over and over.
+// index builds the name index of the releases.
+func (p *Plan) index() {
+	p.byName = make(map[string]int, len(p.Releases))
+	for i, r := range p.Releases {
+		p.byName[r.Name] = i
+	}
+}
+
+// seal computes the canonical form and the digest. sizeHint is the expected size of the
+// canonical form (0 when unknown): growing a large plan's buffer step by step copied it over
+// and over.
 func (p *Plan) seal(sizeHint int) error {
 	canonical, spans, err := p.appendCanonical(make([]byte, 0, sizeHint))
 	if err != nil {
@@ -294,10 +379,6 @@ func (p *Plan) seal(sizeHint int) error {
 	p.canonical, p.valueSpans = canonical, spans
 	sum := sha256.Sum256(p.canonical)
 	p.digest = "sha256:" + hex.EncodeToString(sum[:])
-	p.byName = make(map[string]int, len(p.Releases))
-	for i, r := range p.Releases {
-		p.byName[r.Name] = i
-	}
 	return nil
 }
 
@@ -338,6 +419,7 @@ func Decode(data []byte, want string) (*Plan, error) {
 			p.Releases[i].Values = map[string]any{}
 		}
 	}
+	p.index()
 	if err := p.seal(len(data)); err != nil {
 		return nil, err
 	}

@@ -185,6 +185,71 @@ func TestResolveErrors(t *testing.T) {
 	}
 }
 
+// TestResolveErrorOrder proves which problem is reported when there are several: a
+// component's namespace or values (in component order) before the runtime's placement, that
+// before a component's placement paths, and those before the overrides. The planner writes the
+// error into a condition, so the choice must not depend on how Resolve goes about its work.
+func TestResolveErrorOrder(t *testing.T) {
+	badPath := component("a", "values: {worker: on}", "placement: {class: system, nodeSelectorPaths: [worker.nodeSelector]}")
+	goodPath := func(name string) string {
+		return component(name, "placement: {class: system, nodeSelectorPaths: [nodeSelector]}")
+	}
+	system := func(key string) Inputs {
+		return Inputs{Placement: &v1alpha1.Placement{System: &v1alpha1.NodePlacement{NodeSelector: map[string]string{key: "x"}}}}
+	}
+	withOverride := func(in Inputs) Inputs {
+		in.Overrides = []v1alpha1.Override{{Component: "missing", Path: "x", Value: rawJSON(`1`)}}
+		return in
+	}
+	cases := map[string]struct {
+		bundle *Bundle
+		in     Inputs
+		field  string
+	}{
+		"a later component's namespace before an earlier component's placement path": {
+			bundle: mustParse(t, []byte(bundleDoc(badPath+goodPath("b")))),
+			in:     Inputs{Placement: system("kubernetes.io/os").Placement, ForbiddenNamespaces: []string{"b"}},
+			field:  "components[1].namespace",
+		},
+		"a later component's values before an earlier component's placement path": {
+			bundle: func() *Bundle {
+				b := mustParse(t, []byte(bundleDoc(badPath+goodPath("b"))))
+				b.Components[1].Values = []byte(`[1]`) // Resolve is also given bundles Validate did not see
+				return b
+			}(),
+			in:    system("kubernetes.io/os"),
+			field: "components[1].values",
+		},
+		"the runtime's placement before a component's placement path": {
+			bundle: mustParse(t, []byte(bundleDoc(badPath))),
+			in:     system("bad key"),
+			field:  "spec.placement.system.nodeSelector[bad key]",
+		},
+		"the first component's placement path in component order": {
+			bundle: mustParse(t, []byte(bundleDoc(goodPath("b")+badPath+strings.Replace(badPath, "name: a", "name: c", 1)))),
+			in:     system("kubernetes.io/os"),
+			field:  "components[1].placement.nodeSelectorPaths[0]",
+		},
+		"a placement path before an override": {
+			bundle: mustParse(t, []byte(bundleDoc(badPath))),
+			in:     withOverride(system("kubernetes.io/os")),
+			field:  "components[0].placement.nodeSelectorPaths[0]",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Resolve(tc.bundle, tc.in)
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("Resolve error is %T (%v), want *plan.Error", err, err)
+			}
+			if diff := cmp.Diff(tc.field, pe.Field); diff != "" {
+				t.Errorf("Field (-want +got):\n%s\nmessage: %s", diff, pe.Message)
+			}
+		})
+	}
+}
+
 // TestResolvePlacementErrorIsStable proves that with both placement classes invalid the same
 // error comes back every time: the planner writes it into a condition, and a message that
 // changed from one reconcile to the next would rewrite the status forever.
