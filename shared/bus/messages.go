@@ -122,6 +122,10 @@ const (
 	// OutcomeFailed: the command cannot succeed as given (bad plan, invalid object); Reason
 	// and Message say why. Transient errors are retried and never reported as Failed.
 	OutcomeFailed = "Failed"
+	// OutcomeOutdated: a step of a later rollout has written the Application since this
+	// command's step started (a command redelivered after the applier stopped before
+	// acknowledging it); nothing was written or deleted. Message names both steps.
+	OutcomeOutdated = "Outdated"
 )
 
 // ApplyResult reasons besides v1alpha1.ReasonForeignObject (Foreign), for Blocked and Failed.

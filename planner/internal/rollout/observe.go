@@ -86,6 +86,7 @@ func sameStep(a, b *v1alpha1.Step) bool {
 //   - Foreign: the step is Blocked (ForeignObject) and the rollout stalls;
 //   - Blocked: the step is Blocked (TransitionBlocked), the message says why;
 //   - Failed: the step Failed (the next Advance fails the rollout);
+//   - Outdated: the step Failed too (see bus.OutcomeOutdated; expected only for ended rollouts);
 //   - Removed: a Remove step Succeeded;
 //   - Written, Refreshed, SyncStarted: a Blocked step is in progress again; with deployment
 //     validation disabled a forward step Succeeded (reason ValidationDisabled).
@@ -116,6 +117,13 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 		if res.Message != "" {
 			s.Message += ": " + res.Message
 		}
+	case bus.OutcomeOutdated:
+		// Only a command of an ended rollout can be outdated; for a step in flight the
+		// planners' clocks disagree (a new leader behind the old one): fail loudly.
+		s.State, s.FinishedAt = v1alpha1.StepFailed, mt(now)
+		s.Reason = v1alpha1.ReasonRolloutFailed
+		s.Message = "the applier found the Application written by a later step and wrote nothing: " +
+			nonEmpty(res.Message, "is the planner's clock behind an earlier leader's?")
 	case bus.OutcomeRemoved:
 		if s.Action != v1alpha1.ActionRemove {
 			return false

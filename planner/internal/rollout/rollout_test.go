@@ -288,6 +288,9 @@ func TestObserveResult(t *testing.T) {
 		"Failed fails the step and the rollout": {
 			outcome: bus.OutcomeFailed, state: v1alpha1.StepFailed, reason: v1alpha1.ReasonRolloutFailed, phase: v1alpha1.PhaseFailed,
 		},
+		"Outdated fails the step: only an ended rollout's command can be outdated": {
+			outcome: bus.OutcomeOutdated, state: v1alpha1.StepFailed, reason: v1alpha1.ReasonRolloutFailed, phase: v1alpha1.PhaseFailed,
+		},
 		"Written waits for readiness": {
 			outcome: bus.OutcomeWritten, state: v1alpha1.StepInProgress, phase: v1alpha1.PhaseProgressing,
 		},
@@ -507,7 +510,7 @@ func TestEnginePolicyMoveAppliesEveryRelease(t *testing.T) {
 // Remove steps.
 func TestNoteOnlyChangesOnlyTheMessage(t *testing.T) {
 	outcomes := []string{bus.OutcomeWritten, bus.OutcomeRefreshed, bus.OutcomeSyncStarted, bus.OutcomeRemoved,
-		bus.OutcomeForeign, bus.OutcomeBlocked, bus.OutcomeFailed, "Unknown"}
+		bus.OutcomeForeign, bus.OutcomeBlocked, bus.OutcomeFailed, bus.OutcomeOutdated, "Unknown"}
 	notes := 0
 	for _, remove := range []bool{false, true} {
 		for _, state := range []v1alpha1.StepState{v1alpha1.StepInProgress, v1alpha1.StepBlocked} {
