@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/applier/internal/appwriter"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 	"github.com/aicr-run/aicr-operator/shared/service"
@@ -115,12 +115,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer base.Close()
 	ctx = logging.Into(ctx, base.Log)
-	argo, err := argoclient.NewForConfig(base.Kube)
+	argo, err := argoapp.NewForConfig(base.Kube)
 	if err != nil {
 		return fmt.Errorf("create argo cd client: %w", err)
 	}
 	w, err := appwriter.New(appwriter.Config{
-		Apps:       argo.ArgoprojV1alpha1().Applications(o.EngineNamespace),
+		Apps:       argo.Applications(o.EngineNamespace),
 		Plans:      appwriter.NewPlanCache(base.KubeClient.CoreV1().ConfigMaps(o.Namespace), o.Namespace),
 		Publisher:  bus.NewPublisher(base.JS, Name),
 		Settings:   o.settings(),

@@ -13,19 +13,17 @@ import (
 	"testing"
 	"time"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
-	argotyped "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/typed/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -44,8 +42,11 @@ var nsCounter atomic.Int32
 // world is a Writer on the real API server, in namespaces of its own, publishing to an
 // in-process JetStream.
 type world struct {
-	w      *Writer
-	apps   argotyped.ApplicationInterface
+	w    *Writer
+	apps *argoapp.Applications
+	// others writes Applications as Argo CD or a person does (Create, Update): test only, the
+	// operator's client has neither.
+	others *gentype.Client[*argoapp.Application]
 	kube   kubernetes.Interface
 	ns     string
 	opNS   string
@@ -74,7 +75,10 @@ func newWorld(t testing.TB, messages ...string) *world {
 	env := testenv.Current(t)
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	argo := argoclient.NewForConfigOrDie(env.Config)
+	argo, err := argoapp.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := nsCounter.Add(1)
 	w := &world{kube: kube, ns: fmt.Sprintf("aw-argocd-%d", n), opNS: fmt.Sprintf("aw-system-%d", n), plans: map[string]*plan.Plan{}}
 	for _, ns := range []string{w.ns, w.opNS} {
@@ -93,7 +97,8 @@ func newWorld(t testing.TB, messages ...string) *world {
 		}
 		w.plans[m] = p
 	}
-	w.apps = argo.ArgoprojV1alpha1().Applications(w.ns)
+	w.apps = argo.Applications(w.ns)
+	w.others = gentype.NewClient(argoapp.ResourceApplications, argo.RESTClient(), metav1.ParameterCodec, w.ns, func() *argoapp.Application { return &argoapp.Application{} })
 	w.hooked = &hookedApps{Applications: w.apps}
 	w.js = natstest.Start(t)
 	_, js := w.js.Connect(t)
@@ -110,7 +115,7 @@ func newWorld(t testing.TB, messages ...string) *world {
 	return w
 }
 
-func (w *world) get(t testing.TB, name string) *argov1alpha1.Application {
+func (w *world) get(t testing.TB, name string) *argoapp.Application {
 	t.Helper()
 	app, err := w.apps.Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -132,7 +137,7 @@ func (w *world) apply(t testing.TB, cmd *bus.ApplyCommand) *bus.ApplyResult {
 }
 
 // ownerOf returns the field managers owning the annotation key, in managedFields order.
-func ownerOf(app *argov1alpha1.Application, fieldPath string) []string {
+func ownerOf(app *argoapp.Application, fieldPath string) []string {
 	var out []string
 	for _, mf := range app.ManagedFields {
 		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), fieldPath) {
@@ -212,12 +217,12 @@ func TestIntegrationCreateUpdateNoop(t *testing.T) {
 func TestIntegrationForeignUntouched(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	theirs := &argov1alpha1.Application{
+	theirs := &argoapp.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Namespace: w.ns, Labels: map[string]string{v1alpha1.LabelManagedBy: "argocd-autopilot"}},
-		Spec: argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/theirs", Path: "x"},
-			Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "theirs"}},
+		Spec: argoapp.ApplicationSpec{Project: "default", Source: &argoapp.ApplicationSource{RepoURL: "https://example.com/theirs", Path: "x"},
+			Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "theirs"}},
 	}
-	created, err := w.apps.Create(ctx, theirs, metav1.CreateOptions{})
+	created, err := w.others.Create(ctx, theirs, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create foreign: %v", err)
 	}
@@ -246,9 +251,9 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 	// controller would (no status subresource: an update writes status).
 	app := w.get(t, gate)
 	app.Operation = nil
-	app.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationRunning, StartedAt: metav1.Now(),
-		Operation: argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}, Sync: &argov1alpha1.SyncOperation{Revision: "sha256:old"}}}
-	if _, err := w.apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+	app.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationRunning, StartedAt: metav1.Now(),
+		Operation: argoapp.Operation{InitiatedBy: argoapp.OperationInitiator{Automated: true}, Sync: &argoapp.SyncOperation{Revision: "sha256:old"}}}
+	if _, err := w.others.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
 		t.Fatalf("write running operation: %v", err)
 	}
 	_, err := w.w.Apply(ctx, applyCmd(hello, gate, 2))
@@ -257,14 +262,14 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 		t.Fatalf("Apply with a running operation = %v; want NotYet", err)
 	}
 	app = w.get(t, gate)
-	if app.Operation != nil || app.Status.OperationState == nil || app.Status.OperationState.Phase != synccommon.OperationRunning ||
+	if app.Operation != nil || app.Status.OperationState == nil || app.Status.OperationState.Phase != argoapp.OperationRunning ||
 		!app.Status.OperationState.Operation.InitiatedBy.Automated {
 		t.Fatalf("running operation clobbered: operation %+v, state %+v", app.Operation, app.Status.OperationState)
 	}
 
 	// It finishes; the redelivered command starts our sync and clears the old state.
-	app.Status.OperationState.Phase = synccommon.OperationSucceeded
-	if _, err := w.apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+	app.Status.OperationState.Phase = argoapp.OperationSucceeded
+	if _, err := w.others.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
 		t.Fatalf("finish operation: %v", err)
 	}
 	res := w.apply(t, applyCmd(hello, gate, 2))
@@ -331,7 +336,7 @@ func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
-	var newcomer *argov1alpha1.Application
+	var newcomer *argoapp.Application
 	w.hooked.beforeDelete = func() {
 		// Between the writer's read and its delete, a person deletes ours and creates their own.
 		w.finishDeletion(t, "gpu-operator")
@@ -339,10 +344,10 @@ func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
 			t.Errorf("delete ours: %v", err)
 		}
 		var err error
-		newcomer, err = w.apps.Create(ctx, &argov1alpha1.Application{
+		newcomer, err = w.others.Create(ctx, &argoapp.Application{
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Namespace: w.ns},
-			Spec: argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/mine", Path: "x"},
-				Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "mine"}},
+			Spec: argoapp.ApplicationSpec{Project: "default", Source: &argoapp.ApplicationSource{RepoURL: "https://example.com/mine", Path: "x"},
+				Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "mine"}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Errorf("create namesake: %v", err)
@@ -411,7 +416,7 @@ func TestIntegrationHandEditForcedBack(t *testing.T) {
 	}
 }
 
-func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argov1alpha1.Application {
+func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argoapp.Application {
 	t.Helper()
 	cmd := applyCmd(p, release, index)
 	app, err := appspec.Build(w.w.settings, appspec.Input{Runtime: cmd.Runtime, RuntimeUID: cmd.RuntimeUID, PlanDigest: cmd.PlanDigest,

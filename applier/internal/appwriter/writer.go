@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 )
@@ -36,11 +36,13 @@ const (
 // the whole Application: one carrying only the two removal fields would drop the spec.
 const RemoveFieldManager = v1alpha1.FieldManager + "-remove"
 
-// Applications is the Application API of the engine namespace. Argo CD's generated clientset
-// (ArgoprojV1alpha1().Applications(namespace)) satisfies it.
+// Applications is the Application API of the engine namespace; *argoapp.Applications satisfies
+// it. There is no Update on purpose: the Application read here lacks every field argoapp does
+// not declare, so the writer only ever server-side applies what it built and merge-patches
+// named fields (see package argoapp).
 type Applications interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argov1alpha1.Application, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*argov1alpha1.Application, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*argoapp.Application, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
@@ -189,7 +191,7 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	return res, nil
 }
 
-func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argov1alpha1.Application, gate bool) (*bus.ApplyResult, error) {
+func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argoapp.Application, gate bool) (*bus.ApplyResult, error) {
 	name, stepID := desired.Name, cmd.Step.ID
 	live, err := w.get(ctx, name)
 	if err != nil {
@@ -256,7 +258,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 
 // startSync starts the explicit sync of a readiness release for stepID, unless it was already
 // started for this step. Another operation set or running is waited for (NotYet).
-func (w *Writer) startSync(ctx context.Context, app, desired *argov1alpha1.Application, stepID string) (*argov1alpha1.Application, error) {
+func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Application, stepID string) (*argoapp.Application, error) {
 	if op := app.Operation; op != nil {
 		if hasStepInfo(op.Info, stepID) {
 			return app, nil
@@ -357,11 +359,11 @@ func conflictAgain(err error) error {
 	if apierrors.IsConflict(err) {
 		return err
 	}
-	return apierrors.NewConflict(argov1alpha1.SchemeGroupVersion.WithResource("applications").GroupResource(), "", err)
+	return apierrors.NewConflict(argoapp.ApplicationsResource, "", err)
 }
 
 // get returns the live Application, or nil when there is none.
-func (w *Writer) get(ctx context.Context, name string) (*argov1alpha1.Application, error) {
+func (w *Writer) get(ctx context.Context, name string) (*argoapp.Application, error) {
 	app, err := w.apps.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -386,7 +388,7 @@ func (w *Writer) writeFailed(cmd *bus.ApplyCommand, verb, name string, err error
 	return nil, fmt.Errorf("%s application %s/%s: %w", verb, w.settings.EngineNamespace, name, err)
 }
 
-func (w *Writer) foreignMessage(app *argov1alpha1.Application, why string) string {
+func (w *Writer) foreignMessage(app *argoapp.Application, why string) string {
 	return fmt.Sprintf("Application %s/%s is not owned by this runtime and is left alone: %s; rename the other Application or delete it",
 		app.Namespace, app.Name, why)
 }
@@ -395,7 +397,7 @@ func (w *Writer) foreignMessage(app *argov1alpha1.Application, why string) strin
 // source (values included), destination or ignoreDifferences differ from the desired ones. A
 // redelivery of the same step keeps what the first delivery decided, since its write already
 // made the spec equal.
-func stepWriteFor(live, desired *argov1alpha1.Application, stepID string) string {
+func stepWriteFor(live, desired *argoapp.Application, stepID string) string {
 	if live == nil {
 		return v1alpha1.StepWriteChanged
 	}
@@ -413,7 +415,7 @@ func stepWriteFor(live, desired *argov1alpha1.Application, stepID string) string
 	return v1alpha1.StepWriteUnchanged
 }
 
-func hasResourcesFinalizer(app *argov1alpha1.Application) bool {
+func hasResourcesFinalizer(app *argoapp.Application) bool {
 	return slices.Contains(app.Finalizers, v1alpha1.ArgoResourcesFinalizer)
 }
 
@@ -422,7 +424,7 @@ func applyOptions(manager string) metav1.PatchOptions {
 	return metav1.PatchOptions{FieldManager: manager, Force: &force}
 }
 
-func initiator(i argov1alpha1.OperationInitiator) string {
+func initiator(i argoapp.OperationInitiator) string {
 	switch {
 	case i.Username != "":
 		return i.Username
@@ -485,15 +487,15 @@ func validateRemove(cmd *bus.RemoveCommand) error {
 	return nil
 }
 
-func applyResult(cmd *bus.ApplyCommand, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+func applyResult(cmd *bus.ApplyCommand, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {
 	return result(cmd.ID, cmd.Runtime, cmd.Release, cmd.Step, cmd.Action, outcome, reason, message, app)
 }
 
-func removeResult(cmd *bus.RemoveCommand, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+func removeResult(cmd *bus.RemoveCommand, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {
 	return result(cmd.ID, cmd.Runtime, cmd.Release, cmd.Step, v1alpha1.ActionRemove, outcome, reason, message, app)
 }
 
-func result(id, runtime, release string, step bus.StepRef, action v1alpha1.StepAction, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+func result(id, runtime, release string, step bus.StepRef, action v1alpha1.StepAction, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {
 	r := &bus.ApplyResult{CommandID: id, Runtime: runtime, Release: release, Step: step, Action: action,
 		Outcome: outcome, Reason: reason, Message: message}
 	if app != nil {

@@ -4,6 +4,7 @@ package watch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
@@ -39,7 +41,9 @@ func (c *counter) Publish(context.Context, string, string, bus.Envelope) error {
 
 // BenchmarkWatch10000Applications creates 10 000 owned Applications with the status Argo CD
 // writes (resources, history, operation result) on a real apiserver, runs the watcher until it
-// has judged every one, and reports the heap in use after GC that the watch added.
+// has judged every one, and reports the heap in use after GC that the watch added. The
+// Applications are written with Argo CD's own types and clientset (the benchmark plays Argo CD),
+// and watched through argoapp.
 func BenchmarkWatch10000Applications(b *testing.B) {
 	const n = 10000
 	env := testenv.Current(b)
@@ -48,11 +52,15 @@ func BenchmarkWatch10000Applications(b *testing.B) {
 	cfg := *env.Config
 	cfg.QPS, cfg.Burst = 2000, 4000
 	argo := argoclient.NewForConfigOrDie(&cfg)
+	lean, err := argoapp.NewForConfig(&cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}
 	p, _ := testPlan(b)
-	base := written(b, p, "r-1/1")
+	base := upstream(b, written(b, p, "r-1/1"))
 	base.UID, base.ResourceVersion = "", ""
 	deployed := metav1.NewTime(time.Unix(1_800_000_000, 0))
 	base.Status.History = nil
@@ -94,7 +102,7 @@ func BenchmarkWatch10000Applications(b *testing.B) {
 	for b.Loop() {
 		before := heapInUse()
 		pub := &counter{}
-		w := &Watcher{Argo: argo, Namespace: "argocd", Publisher: pub}
+		w := &Watcher{Apps: lean.Applications("argocd"), Publisher: pub}
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- w.Run(wctx) }()
@@ -122,4 +130,18 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// upstream converts an Application to Argo CD's type through its JSON.
+func upstream(tb testing.TB, app *argoapp.Application) *argov1alpha1.Application {
+	tb.Helper()
+	raw, err := json.Marshal(app)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out argov1alpha1.Application
+	if err := json.Unmarshal(raw, &out); err != nil {
+		tb.Fatal(err)
+	}
+	return &out
 }
