@@ -119,8 +119,17 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("create argo cd client: %w", err)
 	}
+	apps := argo.Applications(o.EngineNamespace)
+	// The read before each apply comes from an informer of the owned Applications when it has
+	// the object (a GET otherwise): every write the read leads to is guarded by its
+	// resourceVersion, so a stale cache costs a retry, never a wrong write.
+	owned, err := appwriter.NewInformer(apps, o.EngineNamespace)
+	if err != nil {
+		return err
+	}
 	w, err := appwriter.New(appwriter.Config{
-		Apps:       argo.Applications(o.EngineNamespace),
+		Apps:       apps,
+		Cache:      owned,
 		Plans:      appwriter.NewPlanCache(base.KubeClient.CoreV1().ConfigMaps(o.Namespace), o.Namespace),
 		Publisher:  bus.NewPublisher(base.JS, Name),
 		Settings:   o.settings(),
@@ -133,6 +142,7 @@ func Run(ctx context.Context, o Options) error {
 	if _, _, err := base.Serve(gctx, g); err != nil {
 		return err
 	}
+	g.Go(func() error { return owned.Run(gctx) })
 	g.Go(func() error {
 		cons, err := bus.WaitConsumer(gctx, base.JS, bus.ConsumerApplier, o.StreamReplicas)
 		if err != nil {

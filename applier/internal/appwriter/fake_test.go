@@ -127,7 +127,10 @@ func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, d
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	m := f.meta[name]
-	if want := body.Metadata.ResourceVersion; want != "" && (m == nil || m.rv != want) {
+	// Like the API server: a resourceVersion guards an update; a server-side apply to a name
+	// that does not exist creates the object whatever resourceVersion it carries, and a merge
+	// patch to it is not found.
+	if want := body.Metadata.ResourceVersion; want != "" && m != nil && m.rv != want {
 		return nil, apierrors.NewConflict(appsResource, name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if m == nil && pt != types.ApplyPatchType {

@@ -416,6 +416,79 @@ func TestIntegrationHandEditForcedBack(t *testing.T) {
 	}
 }
 
+// TestIntegrationCachedReads: the writer reads through the real Informer; a cached copy that
+// the API server no longer holds (deleted, or changed) ends in a fresh read and a correct write,
+// never in a refusal or a rejected write.
+func TestIntegrationCachedReads(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf, err := NewInformer(w.apps, w.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	w.w.cache = inf
+	p := w.plans["hello"]
+
+	if res := w.apply(t, applyCmd(p, "gpu-operator", 1)); res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("first write: %s (%s)", res.Outcome, res.Message)
+	}
+	eventually(t, "the informer holds the written Application", func() bool {
+		app, ok := inf.Get("gpu-operator")
+		return ok && app.Annotations[v1alpha1.AnnotationStep] == testRollout+"/1"
+	})
+	cached, _ := inf.Get("gpu-operator")
+	if cached.ManagedFields != nil || cached.Operation != nil {
+		t.Errorf("the cache keeps managedFields or the operation")
+	}
+
+	// Deleted behind the cache's back: a snapshot still holds it, the apply guarded by its
+	// resourceVersion fails, and the fresh read finds nothing and creates it again.
+	stale := snapshotCache{"gpu-operator": cached.DeepCopy()}
+	w.w.cache = stale
+	if err := w.apps.Delete(ctx, "gpu-operator", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := w.apply(t, applyCmd(p, "gpu-operator", 2))
+	if res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("write after a deletion the cache missed: %s (%s)", res.Outcome, res.Message)
+	}
+	if app := w.get(t, "gpu-operator"); app == nil || app.UID == cached.UID || app.Annotations[v1alpha1.AnnotationStep] != testRollout+"/2" ||
+		app.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged {
+		t.Errorf("stored Application %+v; want a new one written by step 2, step-write changed", app)
+	}
+
+	// Changed behind the cache's back (Argo CD's status write): the guarded apply conflicts and
+	// the fresh read decides again.
+	live := w.get(t, "gpu-operator")
+	w.w.cache = snapshotCache{"gpu-operator": live.DeepCopy()}
+	patch := `{"status":{"health":{"status":"Healthy"}}}`
+	if _, err := w.apps.Patch(ctx, "gpu-operator", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "argocd-application-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := w.apply(t, applyCmd(p, "gpu-operator", 3)); res.Outcome != bus.OutcomeRefreshed {
+		t.Errorf("write after a change the cache missed: %s (%s)", res.Outcome, res.Message)
+	}
+	if app := w.get(t, "gpu-operator"); app.Annotations[v1alpha1.AnnotationStep] != testRollout+"/3" {
+		t.Errorf("step annotation %q after step 3", app.Annotations[v1alpha1.AnnotationStep])
+	}
+}
+
+// eventually polls cond until it holds or resultTimeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(resultTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", resultTimeout, what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval of the helper, not a wait for state
+	}
+}
+
 func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argoapp.Application {
 	t.Helper()
 	cmd := applyCmd(p, release, index)

@@ -46,6 +46,15 @@ type Applications interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
+// Cache is a read of the engine namespace's owned Applications that may lag the API server: an
+// informer's store (see NewCache). A hit saves the GET before a write. It is never trusted for
+// a decision that does not end in a write guarded by the object's resourceVersion (a refusal,
+// a wait): those are read again from the API server, and so is every retry after a conflict.
+type Cache interface {
+	// Get returns the cached Application of a name, or false.
+	Get(name string) (*argoapp.Application, bool)
+}
+
 // Publisher sends a result; *bus.Publisher satisfies it.
 type Publisher interface {
 	Publish(ctx context.Context, subject, id string, m bus.Envelope) error
@@ -55,6 +64,8 @@ type Publisher interface {
 type Config struct {
 	// Apps is the Application API of the engine namespace.
 	Apps Applications
+	// Cache, when set, serves the read before an apply (nil: every write reads with a GET).
+	Cache Cache
 	// Plans loads plans by digest.
 	Plans *PlanCache
 	// Publisher sends results.
@@ -68,6 +79,7 @@ type Config struct {
 // Writer handles ApplyCommand and RemoveCommand.
 type Writer struct {
 	apps     Applications
+	cache    Cache
 	plans    *PlanCache
 	pub      Publisher
 	settings appspec.Settings
@@ -82,7 +94,7 @@ func New(c Config) (*Writer, error) {
 	if err := c.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("new writer: %w", err)
 	}
-	w := &Writer{apps: c.Apps, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
+	w := &Writer{apps: c.Apps, cache: c.Cache, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "applier", Name: "results_total",
 			Help: "Command results published, by action and outcome.",
@@ -177,12 +189,23 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
 	}
 	gate := rel.ReadinessGate || cmd.ReadinessGate
+	if w.cache != nil {
+		res, err := w.applyOnce(ctx, cmd, desired, gate, true)
+		switch {
+		case err == nil:
+			return res, nil
+		case !errors.Is(err, errStale) && !apierrors.IsConflict(err):
+			return nil, err
+		}
+		// The cached object was stale, or changed before the guarded write: read it from the
+		// API server below.
+	}
 	var res *bus.ApplyResult
 	// A conflict means the Application changed between the read and a guarded write (Argo CD
 	// writes status often, or it was replaced): read it again and decide again.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		res, err = w.applyOnce(ctx, cmd, desired, gate)
+		res, err = w.applyOnce(ctx, cmd, desired, gate, false)
 		return err
 	})
 	if err != nil {
@@ -191,14 +214,32 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	return res, nil
 }
 
-func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argoapp.Application, gate bool) (*bus.ApplyResult, error) {
+// errStale says a decision made on the cached Application must be made again on a fresh read.
+var errStale = errors.New("decided on a cached application")
+
+// applyOnce reads the Application (from the cache when cached is set and it has it), decides and
+// writes. Every write of the spec is guarded by the read's resourceVersion, so a stale read ends
+// in a conflict; a decision that writes nothing returns errStale when it was made on the cache.
+func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argoapp.Application, gate, cached bool) (*bus.ApplyResult, error) {
 	name, stepID := desired.Name, cmd.Step.ID
-	live, err := w.get(ctx, name)
-	if err != nil {
-		return nil, err
+	var live *argoapp.Application
+	fromCache := false
+	if cached {
+		live, fromCache = w.cache.Get(name)
+	}
+	if !fromCache {
+		var err error
+		if live, err = w.get(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	rv := ""
 	if live != nil {
+		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
+			(hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "")
+		if refused && fromCache {
+			return nil, errStale
+		}
 		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 		}
@@ -220,6 +261,21 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	app, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager))
 	if err != nil {
 		return w.writeFailed(cmd, "apply", name, err)
+	}
+	if live != nil && app.UID != live.UID {
+		// The Application read was deleted before the apply, which created a new one (the
+		// API server does not hold a create to the resourceVersion). A new Application is a
+		// changed one: state it, guarded by the new object's resourceVersion.
+		live = nil
+		if stepWrite != v1alpha1.StepWriteChanged {
+			stepWrite = v1alpha1.StepWriteChanged
+			if body, err = manifest(desired, stepWrite, app.ResourceVersion); err != nil {
+				return nil, bus.Terminal(err)
+			}
+			if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager)); err != nil {
+				return w.writeFailed(cmd, "apply", name, err)
+			}
+		}
 	}
 	if live != nil && live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
 		// A Remove of this release was prepared and abandoned: take back its annotation and
