@@ -60,6 +60,18 @@ type world struct {
 type hookedApps struct {
 	Applications
 	beforeDelete func()
+	// gets and patches count the requests (benchmarks).
+	gets, patches atomic.Int64
+}
+
+func (h *hookedApps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error) {
+	h.gets.Add(1)
+	return h.Applications.Get(ctx, name, opts)
+}
+
+func (h *hookedApps) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*argoapp.Application, error) {
+	h.patches.Add(1)
+	return h.Applications.Patch(ctx, name, pt, data, opts, sub...)
 }
 
 func (h *hookedApps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
@@ -559,51 +571,69 @@ func (p *countingPublisher) Publish(_ context.Context, _, _ string, m bus.Envelo
 }
 
 // BenchmarkApplyWrites measures Application writes per second through the real dispatch loop
-// (JetStream work queue, N workers) against the real API server. Every command is a changed
-// write: 64 releases alternate between two plans.
+// (JetStream work queue, N workers) against the real API server, reading through the Informer
+// (cache=on) or with a GET per write (cache=off), and reports the API requests per write. Every
+// command is a changed write: 64 releases alternate between two plans.
 //
 //	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube) go test -tags integration -run '^$' -bench ApplyWrites ./applier/internal/appwriter
 func BenchmarkApplyWrites(b *testing.B) {
-	for _, workers := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			w := newWorld(b, "hello", "upgraded")
-			ctx := context.Background()
-			_, js := w.js.Connect(b)
-			cons, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
-			if err != nil {
-				b.Fatalf("consumer: %v", err)
-			}
-			pub := bus.NewPublisher(js, "bench")
-			plans := []*plan.Plan{w.storePlan(b, benchPlan(b, "a")), w.storePlan(b, benchPlan(b, "b"))}
-			for i := range b.N {
-				release := fmt.Sprintf("bench-%02d", i%benchReleases)
-				cmd := applyCmd(plans[(i/benchReleases)%2], release, int32(i+1))
-				cmd.ID = fmt.Sprintf("bench/%d/%d", workers, i)
-				if err := pub.Publish(ctx, bus.ApplySubject(testRuntime, release), cmd.ID, cmd); err != nil {
-					b.Fatalf("publish: %v", err)
-				}
-			}
-			counter := &countingPublisher{want: b.N, done: make(chan struct{})}
-			w.w.pub = counter
-			dctx, cancel := context.WithCancel(ctx)
-			d := &bus.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
-			errc := make(chan error, 1)
-			b.ResetTimer()
-			go func() { errc <- d.Run(dctx) }()
-			select {
-			case <-counter.done:
-			case <-time.After(resultTimeout):
-				b.Fatalf("%d of %d results within %s", counter.n, b.N, resultTimeout)
-			}
-			b.StopTimer()
-			cancel()
-			if err := <-errc; err != nil {
-				b.Fatalf("dispatch: %v", err)
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
-			if len(counter.bad) > 0 {
-				b.Logf("some commands were not plain writes: %v", counter.bad)
-			}
-		})
+	for _, cached := range []bool{false, true} {
+		for _, workers := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("cache=%v/workers=%d", cached, workers), func(b *testing.B) { benchmarkApplyWrites(b, workers, cached) })
+		}
+	}
+}
+
+func benchmarkApplyWrites(b *testing.B, workers int, cached bool) {
+	w := newWorld(b, "hello", "upgraded")
+	ctx := context.Background()
+	if cached {
+		inf, err := NewInformer(w.apps, w.ns)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ictx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- inf.Run(ictx) }()
+		defer func() { stop(); <-done }()
+		w.w.cache = inf
+	}
+	_, js := w.js.Connect(b)
+	cons, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
+	if err != nil {
+		b.Fatalf("consumer: %v", err)
+	}
+	pub := bus.NewPublisher(js, "bench")
+	plans := []*plan.Plan{w.storePlan(b, benchPlan(b, "a")), w.storePlan(b, benchPlan(b, "b"))}
+	for i := range b.N {
+		release := fmt.Sprintf("bench-%02d", i%benchReleases)
+		cmd := applyCmd(plans[(i/benchReleases)%2], release, int32(i+1))
+		cmd.ID = fmt.Sprintf("bench/%d/%d", workers, i)
+		if err := pub.Publish(ctx, bus.ApplySubject(testRuntime, release), cmd.ID, cmd); err != nil {
+			b.Fatalf("publish: %v", err)
+		}
+	}
+	counter := &countingPublisher{want: b.N, done: make(chan struct{})}
+	w.w.pub = counter
+	dctx, cancel := context.WithCancel(ctx)
+	d := &bus.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
+	errc := make(chan error, 1)
+	b.ResetTimer()
+	go func() { errc <- d.Run(dctx) }()
+	select {
+	case <-counter.done:
+	case <-time.After(resultTimeout):
+		b.Fatalf("%d of %d results within %s", counter.n, b.N, resultTimeout)
+	}
+	b.StopTimer()
+	cancel()
+	if err := <-errc; err != nil {
+		b.Fatalf("dispatch: %v", err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(float64(w.hooked.gets.Load())/float64(b.N), "gets/write")
+	b.ReportMetric(float64(w.hooked.patches.Load())/float64(b.N), "patches/write")
+	if len(counter.bad) > 0 {
+		b.Logf("some commands were not plain writes: %v", counter.bad)
 	}
 }
