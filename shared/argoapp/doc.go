@@ -18,10 +18,10 @@
 //
 // Correctness rule: decoding into these types DROPS every field they do not declare (most of
 // status, and anything newer than v3.4.2). So an Application read through this package must
-// never be written back whole: no Update (PUT) and no Create of an object that was read. Writes
-// go through server-side apply of a manifest the operator builds (it owns exactly the fields it
-// sends) and JSON merge patches of named fields; the client offers Patch and Delete only, on
-// purpose. Readiness never writes Applications.
+// never be written back whole: no Update (PUT) and no Create of an object that was read.
+// Writes go through server-side apply of a manifest the operator builds (it owns exactly the
+// fields it sends) and JSON merge patches of named fields; the client's only writes are Patch
+// and Delete, on purpose. Readiness never writes Applications.
 //
 // +kubebuilder:object:generate=true
 // +groupName=argoproj.io
