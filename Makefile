@@ -72,9 +72,10 @@ fuzz: ## Run each fuzz target (FUZZTIME=60s by default)
 	@hack/fuzz.sh $${FUZZTIME:-60s}
 
 .PHONY: generate
-generate: ## Regenerate deep-copy code and CRD YAML from shared/api
+generate: ## Regenerate deep-copy code and CRD YAML from shared/api, deep-copy code of shared/argoapp
 	@cg=$$(hack/tools.sh bindir controller-gen)/controller-gen; \
 	cd shared && $$cg object:headerFile=/dev/null paths=./api/... && \
+	$$cg object:headerFile=/dev/null paths=./argoapp/... && \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=api/crds
 	cp shared/api/crds/*.yaml deploy/charts/aicr-operator/files/crds/
 

@@ -28,6 +28,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/shared/plan/plantest"
@@ -614,8 +615,14 @@ func createReadinessApps(ctx context.Context, tb testing.TB) error {
 		storePlan(tb, p)
 		for i := range p.Releases {
 			r := &p.Releases[i]
-			a, err := appspec.Build(settings, appspec.Input{Runtime: "bench10k", RuntimeUID: "bench10k-uid", PlanDigest: p.Digest(), Release: r,
+			built, err := appspec.Build(settings, appspec.Input{Runtime: "bench10k", RuntimeUID: "bench10k-uid", PlanDigest: p.Digest(), Release: r,
 				StepID: fmt.Sprintf("r-bench10k/%d", k*per+i+1), StepStarted: started})
+			if err != nil {
+				buildErr = err
+				break
+			}
+			// The benchmark plays Argo CD, with Argo CD's types.
+			a, err := upstreamApplication(built)
 			if err != nil {
 				buildErr = err
 				break
@@ -856,4 +863,17 @@ func rssParts(p *proc) (anon, file int64) {
 	anon, _ = procStatus(p.pid(), "RssAnon")
 	file, _ = procStatus(p.pid(), "RssFile")
 	return anon, file
+}
+
+// upstreamApplication converts an Application appspec built to Argo CD's type, through JSON.
+func upstreamApplication(app *argoapp.Application) (*argov1alpha1.Application, error) {
+	raw, err := json.Marshal(app)
+	if err != nil {
+		return nil, fmt.Errorf("encode application %s: %w", app.Name, err)
+	}
+	var out argov1alpha1.Application
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decode application %s: %w", app.Name, err)
+	}
+	return &out, nil
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -91,8 +91,8 @@ func apps(s *stack.Stack) interface {
 	return s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
 }
 
-func decodeApp(u *unstructured.Unstructured) (*argov1alpha1.Application, error) {
-	var app argov1alpha1.Application
+func decodeApp(u *unstructured.Unstructured) (*argoapp.Application, error) {
+	var app argoapp.Application
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
 		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
 	}
@@ -100,7 +100,7 @@ func decodeApp(u *unstructured.Unstructured) (*argov1alpha1.Application, error) 
 }
 
 // patchApp edits an Application by hand (field manager person) and returns what was stored.
-func patchApp(t *testing.T, s *stack.Stack, name string, pt types.PatchType, patch string) *argov1alpha1.Application {
+func patchApp(t *testing.T, s *stack.Stack, name string, pt types.PatchType, patch string) *argoapp.Application {
 	t.Helper()
 	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
 		Patch(t.Context(), name, pt, []byte(patch), metav1.PatchOptions{FieldManager: person})
@@ -115,9 +115,9 @@ func patchApp(t *testing.T, s *stack.Stack, name string, pt types.PatchType, pat
 }
 
 // waitApp waits until the Application exists and cond holds, and returns it.
-func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, what string, cond func(*argov1alpha1.Application) bool) *argov1alpha1.Application {
+func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, what string, cond func(*argoapp.Application) bool) *argoapp.Application {
 	t.Helper()
-	var last *argov1alpha1.Application
+	var last *argoapp.Application
 	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" "+what, func(ctx context.Context) (bool, error) {
 		u, err := apps(s).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -137,7 +137,7 @@ func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, w
 }
 
 // describeApp is a one-line account of an Application for failure messages.
-func describeApp(app *argov1alpha1.Application) string {
+func describeApp(app *argoapp.Application) string {
 	if app == nil {
 		return "never read"
 	}
@@ -155,7 +155,7 @@ func describeApp(app *argov1alpha1.Application) string {
 }
 
 // values decodes an Application's Helm values.
-func values(t *testing.T, app *argov1alpha1.Application) map[string]any {
+func values(t *testing.T, app *argoapp.Application) map[string]any {
 	t.Helper()
 	out := map[string]any{}
 	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
@@ -168,22 +168,22 @@ func values(t *testing.T, app *argov1alpha1.Application) map[string]any {
 
 // syncedHealthy reports whether Argo CD compared the Application's current spec and found it
 // Synced and Healthy at its pinned digest.
-func syncedHealthy(app *argov1alpha1.Application) bool {
+func syncedHealthy(app *argoapp.Application) bool {
 	st := app.Status
 	return appspec.EqualSource(&st.Sync.ComparedTo.Source, app.Spec.Source) &&
 		appspec.EqualDestination(st.Sync.ComparedTo.Destination, app.Spec.Destination) &&
-		st.Sync.Status == argov1alpha1.SyncStatusCodeSynced && st.Health.Status == "Healthy" &&
+		st.Sync.Status == argoapp.SyncStatusCodeSynced && st.Health.Status == "Healthy" &&
 		app.Spec.Source != nil && st.Sync.Revision == app.Spec.Source.TargetRevision
 }
 
 // automatedOn reports whether automated sync is stated and enabled.
-func automatedOn(app *argov1alpha1.Application) bool {
+func automatedOn(app *argoapp.Application) bool {
 	sp := app.Spec.SyncPolicy
 	return sp != nil && sp.Automated != nil && sp.Automated.Enabled != nil && *sp.Automated.Enabled
 }
 
 // owns reports whether manager's managedFields entry mentions field (such as "f:logLevel").
-func owns(app *argov1alpha1.Application, manager, field string) bool {
+func owns(app *argoapp.Application, manager, field string) bool {
 	for _, e := range app.ManagedFields {
 		if e.Manager == manager && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"`+field+`"`) {
 			return true
@@ -193,7 +193,7 @@ func owns(app *argov1alpha1.Application, manager, field string) bool {
 }
 
 // specJSON is an Application's spec as JSON, for comparing before and after.
-func specJSON(t *testing.T, app *argov1alpha1.Application) string {
+func specJSON(t *testing.T, app *argoapp.Application) string {
 	t.Helper()
 	raw, err := json.Marshal(app.Spec)
 	if err != nil {
@@ -322,7 +322,7 @@ func equalJSON(a, b any) bool {
 }
 
 // createApp creates an Application as a person (not the operator) and returns what was stored.
-func createApp(t *testing.T, s *stack.Stack, app *argov1alpha1.Application) *argov1alpha1.Application {
+func createApp(t *testing.T, s *stack.Stack, app *argoapp.Application) *argoapp.Application {
 	t.Helper()
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +16,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
@@ -40,7 +40,7 @@ func TestEditedApplicationIsForcedBackWithNoRolloutInProgress(t *testing.T) {
 
 	msg := waitEvent(t, s, seen, repairTimeout, v1alpha1.EventFieldOwnershipOverridden, "Application "+rel+" was edited", bus.DriftValues, person)
 	t.Logf("event: %s", msg)
-	app := waitApp(t, s, rel, repairTimeout, "forced back to the planned values and owned by the operator again", func(a *argov1alpha1.Application) bool {
+	app := waitApp(t, s, rel, repairTimeout, "forced back to the planned values and owned by the operator again", func(a *argoapp.Application) bool {
 		return equalJSON(values(t, a), want) && owns(a, v1alpha1.FieldManager, "f:logLevel") && !owns(a, person, "f:logLevel")
 	})
 	waitApp(t, s, rel, syncTimeout, "Synced/Healthy at the planned values", syncedHealthy)
@@ -164,10 +164,10 @@ func TestDisabledAutomatedSyncIsRepaired(t *testing.T) {
 	}
 	msg := waitEvent(t, s, seen, repairTimeout, v1alpha1.EventFieldOwnershipOverridden, "Application "+rel+" was edited", bus.DriftAutoSyncDisabled)
 	t.Logf("event: %s", msg)
-	app := waitApp(t, s, rel, repairTimeout, "automated sync enabled again", func(a *argov1alpha1.Application) bool {
+	app := waitApp(t, s, rel, repairTimeout, "automated sync enabled again", func(a *argoapp.Application) bool {
 		return automatedOn(a) && owns(a, v1alpha1.FieldManager, "f:enabled") && !owns(a, person, "f:enabled")
 	})
-	if sp := app.Spec.SyncPolicy; !sp.Automated.GetPrune() || !sp.Automated.GetSelfHeal() {
+	if sp := app.Spec.SyncPolicy; !stacktest.True(sp.Automated.Prune) || !stacktest.True(sp.Automated.SelfHeal) {
 		t.Errorf("repaired sync policy %+v lost prune or selfHeal", sp.Automated)
 	}
 	waitApp(t, s, rel, syncTimeout, "Synced/Healthy", syncedHealthy)
@@ -261,7 +261,7 @@ func TestDeletedApplicationIsWrittenAgain(t *testing.T) {
 	}
 	msg := waitEvent(t, s, seen, repairTimeout, "ApplicationRewritten", rel)
 	t.Logf("event: %s", msg)
-	app := waitApp(t, s, rel, repairTimeout, "written again as a new object", func(a *argov1alpha1.Application) bool {
+	app := waitApp(t, s, rel, repairTimeout, "written again as a new object", func(a *argoapp.Application) bool {
 		return a.UID != old.UID && a.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue
 	})
 	if specJSON(t, app) != specJSON(t, old) {
@@ -301,14 +301,14 @@ func TestForeignApplicationStallsTheRolloutAndIsLeftAlone(t *testing.T) {
 
 	// Someone else's Application with the new release's name: no sync policy, another project,
 	// another namespace, so Argo CD only compares it.
-	foreign := &argov1alpha1.Application{
+	foreign := &argoapp.Application{
 		TypeMeta: metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
 		ObjectMeta: metav1.ObjectMeta{Name: extra.Name, Namespace: stack.EngineNamespace,
 			Labels: map[string]string{"team": "someone-else"}, Annotations: map[string]string{"owner": "someone-else"}},
-		Spec: argov1alpha1.ApplicationSpec{
+		Spec: argoapp.ApplicationSpec{
 			Project:     "default",
-			Source:      &argov1alpha1.ApplicationSource{RepoURL: "oci://" + s.Repository + "/charts/cert-manager", Path: ".", TargetRevision: s.Digests["cert-manager"]},
-			Destination: argov1alpha1.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "e2e-someone-else"},
+			Source:      &argoapp.ApplicationSource{RepoURL: "oci://" + s.Repository + "/charts/cert-manager", Path: ".", TargetRevision: s.Digests["cert-manager"]},
+			Destination: argoapp.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "e2e-someone-else"},
 		},
 	}
 	created := createApp(t, s, foreign)
@@ -350,7 +350,7 @@ func TestForeignApplicationStallsTheRolloutAndIsLeftAlone(t *testing.T) {
 	if _, err := s.WaitCondition(ctx, retryTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Fatal(err)
 	}
-	app := waitApp(t, s, extra.Name, syncTimeout, "owned, Synced/Healthy", func(a *argov1alpha1.Application) bool {
+	app := waitApp(t, s, extra.Name, syncTimeout, "owned, Synced/Healthy", func(a *argoapp.Application) bool {
 		return a.UID != created.UID && a.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue && syncedHealthy(a)
 	})
 	if !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], ro.Name+"/") {
@@ -376,7 +376,7 @@ func TestHandAddedResourceFieldsStayAndManifestFieldsRevert(t *testing.T) {
 	}
 	// Ask Argo CD to compare now; it removes the annotation once it has.
 	patchApp(t, s, rel, types.MergePatchType, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationArgoRefresh+`":"normal"}}}`)
-	waitApp(t, s, rel, syncTimeout, "compared after the addition and still Synced/Healthy", func(a *argov1alpha1.Application) bool {
+	waitApp(t, s, rel, syncTimeout, "compared after the addition and still Synced/Healthy", func(a *argoapp.Application) bool {
 		_, pending := a.Annotations[v1alpha1.AnnotationArgoRefresh]
 		return !pending && syncedHealthy(a)
 	})
@@ -398,7 +398,7 @@ func TestHandAddedResourceFieldsStayAndManifestFieldsRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The revert was Argo CD's: an automated sync newer than the last one before the edit.
-	waitApp(t, s, rel, syncTimeout, "Synced/Healthy after an automated (self-heal) sync", func(a *argov1alpha1.Application) bool {
+	waitApp(t, s, rel, syncTimeout, "Synced/Healthy after an automated (self-heal) sync", func(a *argoapp.Application) bool {
 		op := a.Status.OperationState
 		return syncedHealthy(a) && op != nil && op.Phase == "Succeeded" && op.Operation.InitiatedBy.Automated && op.StartedAt.After(prev.Time)
 	})

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,6 +26,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -298,8 +298,8 @@ func upgradeGPUOperator(t *testing.T, s *stack.Stack) ([]byte, v1alpha1.ClusterR
 }
 
 // application decodes an Application.
-func application(u *unstructured.Unstructured) (*argov1alpha1.Application, error) {
-	var app argov1alpha1.Application
+func application(u *unstructured.Unstructured) (*argoapp.Application, error) {
+	var app argoapp.Application
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
 		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
 	}
@@ -315,13 +315,13 @@ func rollout(u *unstructured.Unstructured) (*v1alpha1.RuntimeRollout, error) {
 }
 
 // ownedApplications lists the Applications the operator owns.
-func ownedApplications(ctx context.Context, s *stack.Stack) ([]*argov1alpha1.Application, error) {
+func ownedApplications(ctx context.Context, s *stack.Stack) ([]*argoapp.Application, error) {
 	list, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).List(ctx,
 		metav1.ListOptions{LabelSelector: v1alpha1.LabelManagedBy + "=" + v1alpha1.ManagedByValue})
 	if err != nil {
 		return nil, err
 	}
-	var out []*argov1alpha1.Application
+	var out []*argoapp.Application
 	for i := range list.Items {
 		app, err := application(&list.Items[i])
 		if err != nil {
@@ -461,7 +461,7 @@ func (h *history) of(t *testing.T, name string) []recorded {
 }
 
 // firstApp returns the first recorded version of the Application for which match holds.
-func firstApp(t *testing.T, h *history, name string, match func(*argov1alpha1.Application) bool) (recorded, *argov1alpha1.Application, bool) {
+func firstApp(t *testing.T, h *history, name string, match func(*argoapp.Application) bool) (recorded, *argoapp.Application, bool) {
 	t.Helper()
 	for _, e := range h.of(t, name) {
 		app, err := application(e.Object)

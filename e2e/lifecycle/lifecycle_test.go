@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,13 +19,14 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
 // syncedSpec reports whether the Application's last operation is a finished, succeeded sync of
 // exactly its current spec (values included) at its chart digest.
-func syncedSpec(app *argov1alpha1.Application) bool {
+func syncedSpec(app *argoapp.Application) bool {
 	op := app.Status.OperationState
 	return app.Operation == nil && op != nil && op.Phase == "Succeeded" && op.SyncResult != nil && op.FinishedAt != nil &&
 		op.SyncResult.Revision == app.Spec.Source.TargetRevision && appspec.EqualSource(&op.SyncResult.Source, app.Spec.Source)
@@ -109,7 +109,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	if c := readyOf(rt); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonRollingOut {
 		t.Errorf("runtime while held: Ready=%s/%s, want False/%s", c.Status, c.Reason, v1alpha1.ReasonRollingOut)
 	}
-	if _, stale, ok := firstApp(t, apps, "gpu-operator", func(a *argov1alpha1.Application) bool {
+	if _, stale, ok := firstApp(t, apps, "gpu-operator", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Status.Sync.Status == "Synced" && a.Status.Health.Status == "Healthy" &&
 			a.Status.Sync.ComparedTo.Source.Helm != nil && !appspec.EqualSource(&a.Status.Sync.ComparedTo.Source, a.Spec.Source)
 	}); ok {
@@ -123,7 +123,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	waitRolledOut(t, s)
 
 	// The recorded facts: the sync of the new spec finished before the step did.
-	syncEv, synced, ok := firstApp(t, apps, "gpu-operator", func(a *argov1alpha1.Application) bool {
+	syncEv, synced, ok := firstApp(t, apps, "gpu-operator", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && syncedSpec(a)
 	})
 	if !ok {
@@ -232,13 +232,13 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 		t.Errorf("gate still carries %s=%q after its step", v1alpha1.AnnotationArgoRefresh, v)
 	}
 
-	asked, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argov1alpha1.Application) bool {
+	asked, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
 	})
 	if !ok {
 		t.Fatalf("no recorded version of the gate carries refresh=%s with refresh-for=%s", v1alpha1.ArgoRefreshNormal, id)
 	}
-	cleared, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argov1alpha1.Application) bool {
+	cleared, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		_, refresh := a.Annotations[v1alpha1.AnnotationArgoRefresh]
 		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && !refresh
 	})
@@ -318,13 +318,13 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 
 	// What the Application went through: armed by the operator, deleted, then gone; always the
 	// same object.
-	armed, _, ok := firstApp(t, apps, release, func(a *argov1alpha1.Application) bool {
+	armed, _, ok := firstApp(t, apps, release, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationDeleteRollout] == ro.Name && slices.Contains(a.Finalizers, v1alpha1.ArgoResourcesFinalizer)
 	})
 	if !ok {
 		t.Fatalf("no recorded version of %s carries delete-rollout=%s with the resources finalizer", release, ro.Name)
 	}
-	deleting, _, ok := firstApp(t, apps, release, func(a *argov1alpha1.Application) bool { return a.DeletionTimestamp != nil })
+	deleting, _, ok := firstApp(t, apps, release, func(a *argoapp.Application) bool { return a.DeletionTimestamp != nil })
 	if !ok || deleting.RV < armed.RV {
 		t.Fatalf("the Application was not deleted after it was armed (armed rv %d, deleting %v)", armed.RV, ok)
 	}
@@ -574,14 +574,14 @@ func TestDeletionPolicyDeleteRemovesEveryReleaseInReverseOrder(t *testing.T) {
 	}
 }
 
-func opPhase(app *argov1alpha1.Application) string {
+func opPhase(app *argoapp.Application) string {
 	if app.Status.OperationState == nil {
 		return "none"
 	}
 	return string(app.Status.OperationState.Phase)
 }
 
-func infoValue(info []*argov1alpha1.Info, name string) string {
+func infoValue(info []*argoapp.Info, name string) string {
 	for _, i := range info {
 		if i != nil && i.Name == name {
 			return i.Value

@@ -71,7 +71,7 @@ func TestExampleBundleRollsOutInDependencyOrder(t *testing.T) {
 			t.Errorf("%s: source %+v", c.Name, src)
 		}
 		sp := app.Spec.SyncPolicy
-		if sp == nil || sp.Automated == nil || !sp.Automated.GetPrune() || !sp.Automated.GetSelfHeal() || sp.Automated.Enabled == nil || !*sp.Automated.Enabled {
+		if sp == nil || sp.Automated == nil || !stacktest.True(sp.Automated.Prune) || !stacktest.True(sp.Automated.SelfHeal) || sp.Automated.Enabled == nil || !*sp.Automated.Enabled {
 			t.Errorf("%s: automated sync policy %+v", c.Name, sp)
 		}
 		if sp != nil && (slices.Contains(sp.SyncOptions, "CreateNamespace=true") || !slices.Contains(sp.SyncOptions, "ServerSideApply=true")) {

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -99,15 +99,18 @@ func RolledOut(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.Cluste
 }
 
 // Application reads one Application as Argo CD's type.
-func Application(t *testing.T, s *stack.Stack, name string) *argov1alpha1.Application {
+func Application(t *testing.T, s *stack.Stack, name string) *argoapp.Application {
 	t.Helper()
 	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get application %s: %v", name, err)
 	}
-	var app argov1alpha1.Application
+	var app argoapp.Application
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
 		t.Fatalf("decode application %s: %v", name, err)
 	}
 	return &app
 }
+
+// True reports whether b is set and true (an Application's optional booleans).
+func True(b *bool) bool { return b != nil && *b }

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
@@ -75,8 +75,8 @@ func RepoURL(repository, chartPath string) string {
 
 // IgnoreDifferences are the comparison exceptions AICR's releases need (engine policy
 // argocd.v2): written on each Application, never in argocd-cm.
-func IgnoreDifferences() argov1alpha1.IgnoreDifferences {
-	return argov1alpha1.IgnoreDifferences{
+func IgnoreDifferences() argoapp.IgnoreDifferences {
+	return argoapp.IgnoreDifferences{
 		{Kind: "Secret", Name: "kubeflow-trainer-webhook-cert", JSONPointers: []string{"/data"}},
 		{Kind: "Secret", Name: "jobset-webhook-server-cert", JSONPointers: []string{"/data"}},
 		{Group: "storage.k8s.io", Kind: "CSIDriver", JSONPointers: []string{"/spec/preventPodSchedulingIfMissing"}},
@@ -85,19 +85,19 @@ func IgnoreDifferences() argov1alpha1.IgnoreDifferences {
 
 // SyncOptions are the sync options of every Application, and of every explicit sync operation
 // (an operation does not inherit the spec's).
-func SyncOptions() argov1alpha1.SyncOptions {
-	return argov1alpha1.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"}
+func SyncOptions() argoapp.SyncOptions {
+	return argoapp.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"}
 }
 
 // Retry is the retry strategy of every Application.
-func Retry() *argov1alpha1.RetryStrategy {
+func Retry() *argoapp.RetryStrategy {
 	factor := int64(2)
-	return &argov1alpha1.RetryStrategy{Limit: 3, Backoff: &argov1alpha1.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}}
+	return &argoapp.RetryStrategy{Limit: 3, Backoff: &argoapp.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}}
 }
 
 // Build renders the Application for one release. The result carries no status, no operation,
 // no finalizers and no refresh annotation: it is the manifest the applier applies.
-func Build(s Settings, in Input) (*argov1alpha1.Application, error) {
+func Build(s Settings, in Input) (*argoapp.Application, error) {
 	if in.Release == nil {
 		return nil, fmt.Errorf("build application: no release")
 	}
@@ -124,7 +124,7 @@ func Build(s Settings, in Input) (*argov1alpha1.Application, error) {
 	if in.SuspendEngine {
 		annotations[v1alpha1.AnnotationEngineSuspended] = "true"
 	}
-	app := &argov1alpha1.Application{
+	app := &argoapp.Application{
 		TypeMeta: metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      r.Name,
@@ -135,17 +135,17 @@ func Build(s Settings, in Input) (*argov1alpha1.Application, error) {
 			},
 			Annotations: annotations,
 		},
-		Spec: argov1alpha1.ApplicationSpec{
+		Spec: argoapp.ApplicationSpec{
 			Project: s.Project,
-			Source: &argov1alpha1.ApplicationSource{
+			Source: &argoapp.ApplicationSource{
 				RepoURL:        RepoURL(s.Repository, r.Chart.Path),
 				Path:           ".",
 				TargetRevision: r.Chart.Digest,
-				Helm:           &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: values}},
+				Helm:           &argoapp.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: values}},
 			},
-			Destination: argov1alpha1.ApplicationDestination{Server: InClusterServer, Namespace: r.Namespace},
-			SyncPolicy: &argov1alpha1.SyncPolicy{
-				Automated:   &argov1alpha1.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
+			Destination: argoapp.ApplicationDestination{Server: InClusterServer, Namespace: r.Namespace},
+			SyncPolicy: &argoapp.SyncPolicy{
+				Automated:   &argoapp.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
 				Retry:       Retry(),
 				SyncOptions: SyncOptions(),
 			},
@@ -158,23 +158,23 @@ func Build(s Settings, in Input) (*argov1alpha1.Application, error) {
 // SyncOperation is the explicit sync a readiness release gets in each of its steps: initiated by
 // aicr-operator, with the spec's sync options stated (an operation does not inherit them), and
 // the step ID in its info so readiness can recognise it.
-func SyncOperation(app *argov1alpha1.Application, stepID string) *argov1alpha1.Operation {
-	return &argov1alpha1.Operation{
-		Sync: &argov1alpha1.SyncOperation{
+func SyncOperation(app *argoapp.Application, stepID string) *argoapp.Operation {
+	return &argoapp.Operation{
+		Sync: &argoapp.SyncOperation{
 			Revision:     app.Spec.Source.TargetRevision,
 			Prune:        true,
 			SyncOptions:  SyncOptions(),
-			SyncStrategy: &argov1alpha1.SyncStrategy{Hook: &argov1alpha1.SyncStrategyHook{}},
+			SyncStrategy: &argoapp.SyncStrategy{Hook: &argoapp.SyncStrategyHook{}},
 		},
-		InitiatedBy: argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager},
-		Info:        []*argov1alpha1.Info{{Name: StepInfoName, Value: stepID}},
+		InitiatedBy: argoapp.OperationInitiator{Username: v1alpha1.FieldManager},
+		Info:        []*argoapp.Info{{Name: StepInfoName, Value: stepID}},
 		Retry:       *Retry(),
 	}
 }
 
 // EqualSource reports whether two sources are the same chart, revision and values (values
 // compared as JSON, so key order and number spelling do not matter).
-func EqualSource(a, b *argov1alpha1.ApplicationSource) bool {
+func EqualSource(a, b *argoapp.ApplicationSource) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -185,11 +185,11 @@ func EqualSource(a, b *argov1alpha1.ApplicationSource) bool {
 }
 
 // EqualDestination reports whether two destinations are the same.
-func EqualDestination(a, b argov1alpha1.ApplicationDestination) bool {
+func EqualDestination(a, b argoapp.ApplicationDestination) bool {
 	return a.Server == b.Server && a.Namespace == b.Namespace && a.Name == b.Name
 }
 
-func valuesOf(s *argov1alpha1.ApplicationSource) []byte {
+func valuesOf(s *argoapp.ApplicationSource) []byte {
 	if s.Helm == nil || s.Helm.ValuesObject == nil || len(s.Helm.ValuesObject.Raw) == 0 {
 		return []byte("{}")
 	}

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
@@ -60,7 +60,7 @@ func TestBuildGPUOperator(t *testing.T) {
 		t.Fatalf("ValuesJSON: %v", err)
 	}
 	yes, enabled, factor := true, true, int64(2)
-	want := &argov1alpha1.Application{
+	want := &argoapp.Application{
 		TypeMeta: metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      "gpu-operator",
@@ -75,21 +75,21 @@ func TestBuildGPUOperator(t *testing.T) {
 				"operator.aicr.run/step-started": "2026-05-14T09:29:58Z",
 			},
 		},
-		Spec: argov1alpha1.ApplicationSpec{
+		Spec: argoapp.ApplicationSpec{
 			Project: "aicr",
-			Source: &argov1alpha1.ApplicationSource{
+			Source: &argoapp.ApplicationSource{
 				RepoURL:        "oci://registry.example.com/aicr/charts/gpu-operator",
 				Path:           ".",
 				TargetRevision: "sha256:1111111111111111111111111111111111111111111111111111111111111111",
-				Helm:           &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: values}},
+				Helm:           &argoapp.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: values}},
 			},
-			Destination: argov1alpha1.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "gpu-operator"},
-			SyncPolicy: &argov1alpha1.SyncPolicy{
-				Automated:   &argov1alpha1.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
-				Retry:       &argov1alpha1.RetryStrategy{Limit: 3, Backoff: &argov1alpha1.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}},
-				SyncOptions: argov1alpha1.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"},
+			Destination: argoapp.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "gpu-operator"},
+			SyncPolicy: &argoapp.SyncPolicy{
+				Automated:   &argoapp.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
+				Retry:       &argoapp.RetryStrategy{Limit: 3, Backoff: &argoapp.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}},
+				SyncOptions: argoapp.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"},
 			},
-			IgnoreDifferences: argov1alpha1.IgnoreDifferences{
+			IgnoreDifferences: argoapp.IgnoreDifferences{
 				{Kind: "Secret", Name: "kubeflow-trainer-webhook-cert", JSONPointers: []string{"/data"}},
 				{Kind: "Secret", Name: "jobset-webhook-server-cert", JSONPointers: []string{"/data"}},
 				{Group: "storage.k8s.io", Kind: "CSIDriver", JSONPointers: []string{"/spec/preventPodSchedulingIfMissing"}},
@@ -125,11 +125,11 @@ func TestBuildVariants(t *testing.T) {
 	cases := map[string]struct {
 		settings Settings
 		in       Input
-		check    func(t *testing.T, app *argov1alpha1.Application)
+		check    func(t *testing.T, app *argoapp.Application)
 	}{
 		"SuspendEngine writes automated sync off and says so": {
 			in: Input{Runtime: "cluster", RuntimeUID: runtimeUID, PlanDigest: p.Digest(), Release: release(t, p, "gpu-operator"), SuspendEngine: true},
-			check: func(t *testing.T, app *argov1alpha1.Application) {
+			check: func(t *testing.T, app *argoapp.Application) {
 				a := app.Spec.SyncPolicy.Automated
 				if a == nil || a.Enabled == nil || *a.Enabled {
 					t.Errorf("automated = %+v, want enabled false", a)
@@ -144,7 +144,7 @@ func TestBuildVariants(t *testing.T) {
 		},
 		"a readiness release is marked as one": {
 			in: Input{Runtime: "cluster", RuntimeUID: runtimeUID, PlanDigest: p.Digest(), Release: release(t, p, "gpu-operator-readiness"), StepID: "cluster-7/4"},
-			check: func(t *testing.T, app *argov1alpha1.Application) {
+			check: func(t *testing.T, app *argoapp.Application) {
 				if app.Annotations[v1alpha1.AnnotationReadinessGate] != "true" {
 					t.Errorf("annotation %s = %q, want true", v1alpha1.AnnotationReadinessGate, app.Annotations[v1alpha1.AnnotationReadinessGate])
 				}
@@ -155,7 +155,7 @@ func TestBuildVariants(t *testing.T) {
 		},
 		"a wrapper chart comes from wrappers/": {
 			in: Input{Runtime: "cluster", RuntimeUID: runtimeUID, PlanDigest: p.Digest(), Release: release(t, p, "nodewright-customizations")},
-			check: func(t *testing.T, app *argov1alpha1.Application) {
+			check: func(t *testing.T, app *argoapp.Application) {
 				if got := app.Spec.Source.RepoURL; got != "oci://registry.example.com/aicr/wrappers/nodewright-customizations" {
 					t.Errorf("repoURL = %s", got)
 				}
@@ -163,7 +163,7 @@ func TestBuildVariants(t *testing.T) {
 		},
 		"a preview without a step carries no step annotations": {
 			in: Input{Runtime: "cluster", RuntimeUID: runtimeUID, PlanDigest: p.Digest(), Release: release(t, p, "cert-manager")},
-			check: func(t *testing.T, app *argov1alpha1.Application) {
+			check: func(t *testing.T, app *argoapp.Application) {
 				for _, k := range []string{v1alpha1.AnnotationStep, v1alpha1.AnnotationStepStarted, v1alpha1.AnnotationReadinessGate, v1alpha1.AnnotationEngineSuspended} {
 					if _, ok := app.Annotations[k]; ok {
 						t.Errorf("annotation %s set", k)
@@ -177,7 +177,7 @@ func TestBuildVariants(t *testing.T) {
 		"a repository given with oci:// renders the same URL": {
 			settings: Settings{EngineNamespace: "gitops", Project: "gpu", Repository: "oci://registry.example.com:5000/aicr"},
 			in:       Input{Runtime: "cluster", RuntimeUID: runtimeUID, PlanDigest: p.Digest(), Release: release(t, p, "cert-manager")},
-			check: func(t *testing.T, app *argov1alpha1.Application) {
+			check: func(t *testing.T, app *argoapp.Application) {
 				if got := app.Spec.Source.RepoURL; got != "oci://registry.example.com:5000/aicr/charts/cert-manager" {
 					t.Errorf("repoURL = %s", got)
 				}
@@ -228,26 +228,26 @@ func TestSyncOperation(t *testing.T) {
 	}
 	op := SyncOperation(app, "cluster-7/4")
 	factor := int64(2)
-	want := &argov1alpha1.Operation{
-		Sync: &argov1alpha1.SyncOperation{
+	want := &argoapp.Operation{
+		Sync: &argoapp.SyncOperation{
 			Revision:     "sha256:4444444444444444444444444444444444444444444444444444444444444444",
 			Prune:        true,
-			SyncOptions:  argov1alpha1.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"},
-			SyncStrategy: &argov1alpha1.SyncStrategy{Hook: &argov1alpha1.SyncStrategyHook{}},
+			SyncOptions:  argoapp.SyncOptions{"ServerSideApply=true", "RespectIgnoreDifferences=true"},
+			SyncStrategy: &argoapp.SyncStrategy{Hook: &argoapp.SyncStrategyHook{}},
 		},
-		InitiatedBy: argov1alpha1.OperationInitiator{Username: "aicr-operator"},
-		Info:        []*argov1alpha1.Info{{Name: "aicr-step", Value: "cluster-7/4"}},
-		Retry:       argov1alpha1.RetryStrategy{Limit: 3, Backoff: &argov1alpha1.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}},
+		InitiatedBy: argoapp.OperationInitiator{Username: "aicr-operator"},
+		Info:        []*argoapp.Info{{Name: "aicr-step", Value: "cluster-7/4"}},
+		Retry:       argoapp.RetryStrategy{Limit: 3, Backoff: &argoapp.Backoff{Duration: "30s", Factor: &factor, MaxDuration: "5m"}},
 	}
 	if diff := cmp.Diff(want, op); diff != "" {
 		t.Errorf("SyncOperation (-want +got):\n%s", diff)
 	}
 }
 
-func source(values string) *argov1alpha1.ApplicationSource {
-	s := &argov1alpha1.ApplicationSource{RepoURL: "oci://r/charts/a", Path: ".", TargetRevision: "sha256:1"}
+func source(values string) *argoapp.ApplicationSource {
+	s := &argoapp.ApplicationSource{RepoURL: "oci://r/charts/a", Path: ".", TargetRevision: "sha256:1"}
 	if values != "" {
-		s.Helm = &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(values)}}
+		s.Helm = &argoapp.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(values)}}
 	}
 	return s
 }
@@ -256,7 +256,7 @@ func source(values string) *argov1alpha1.ApplicationSource {
 // rely on: equal means the same chart, revision and values as JSON.
 func TestEqualSource(t *testing.T) {
 	cases := map[string]struct {
-		a, b *argov1alpha1.ApplicationSource
+		a, b *argoapp.ApplicationSource
 		want bool
 	}{
 		"identical":                       {source(`{"a":1}`), source(`{"a":1}`), true},
@@ -272,9 +272,9 @@ func TestEqualSource(t *testing.T) {
 		"list order matters":              {source(`{"a":[1,2]}`), source(`{"a":[2,1]}`), false},
 		"an extra key":                    {source(`{"a":1}`), source(`{"a":1,"b":null}`), false},
 		"no helm and empty values":        {source(``), source(`{}`), true},
-		"another revision":                {source(`{}`), func() *argov1alpha1.ApplicationSource { s := source(`{}`); s.TargetRevision = "sha256:2"; return s }(), false},
-		"another repoURL":                 {source(`{}`), func() *argov1alpha1.ApplicationSource { s := source(`{}`); s.RepoURL = "oci://r/charts/b"; return s }(), false},
-		"another path":                    {source(`{}`), func() *argov1alpha1.ApplicationSource { s := source(`{}`); s.Path = "sub"; return s }(), false},
+		"another revision":                {source(`{}`), func() *argoapp.ApplicationSource { s := source(`{}`); s.TargetRevision = "sha256:2"; return s }(), false},
+		"another repoURL":                 {source(`{}`), func() *argoapp.ApplicationSource { s := source(`{}`); s.RepoURL = "oci://r/charts/b"; return s }(), false},
+		"another path":                    {source(`{}`), func() *argoapp.ApplicationSource { s := source(`{}`); s.Path = "sub"; return s }(), false},
 		"values that are not JSON":        {source(`{"a":1}`), source(`{"a":`), false},
 		"both nil":                        {nil, nil, true},
 		"one nil":                         {source(`{}`), nil, false},
@@ -292,8 +292,8 @@ func TestEqualSource(t *testing.T) {
 }
 
 func TestEqualDestination(t *testing.T) {
-	a := argov1alpha1.ApplicationDestination{Server: InClusterServer, Namespace: "gpu-operator"}
-	for name, b := range map[string]argov1alpha1.ApplicationDestination{
+	a := argoapp.ApplicationDestination{Server: InClusterServer, Namespace: "gpu-operator"}
+	for name, b := range map[string]argoapp.ApplicationDestination{
 		"another namespace":    {Server: InClusterServer, Namespace: "nfd"},
 		"another server":       {Server: "https://10.0.0.1", Namespace: "gpu-operator"},
 		"a cluster name added": {Server: InClusterServer, Namespace: "gpu-operator", Name: "in-cluster"},

@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/applier/internal/appwriter"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 	"github.com/aicr-run/aicr-operator/shared/service"
@@ -115,12 +115,21 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer base.Close()
 	ctx = logging.Into(ctx, base.Log)
-	argo, err := argoclient.NewForConfig(base.Kube)
+	argo, err := argoapp.NewForConfig(base.Kube)
 	if err != nil {
 		return fmt.Errorf("create argo cd client: %w", err)
 	}
+	apps := argo.Applications(o.EngineNamespace)
+	// The read before each apply comes from an informer of the owned Applications when it has
+	// the object (a GET otherwise): every write the read leads to is guarded by its
+	// resourceVersion, so a stale cache costs a retry, never a wrong write.
+	owned, err := appwriter.NewInformer(apps, o.EngineNamespace)
+	if err != nil {
+		return err
+	}
 	w, err := appwriter.New(appwriter.Config{
-		Apps:       argo.ArgoprojV1alpha1().Applications(o.EngineNamespace),
+		Apps:       apps,
+		Cache:      owned,
 		Plans:      appwriter.NewPlanCache(base.KubeClient.CoreV1().ConfigMaps(o.Namespace), o.Namespace),
 		Publisher:  bus.NewPublisher(base.JS, Name),
 		Settings:   o.settings(),
@@ -133,6 +142,7 @@ func Run(ctx context.Context, o Options) error {
 	if _, _, err := base.Serve(gctx, g); err != nil {
 		return err
 	}
+	g.Go(func() error { return owned.Run(gctx) })
 	g.Go(func() error {
 		cons, err := bus.WaitConsumer(gctx, base.JS, bus.ConsumerApplier, o.StreamReplicas)
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -40,7 +40,11 @@ func TestIntegrationRunAppliesAndRemoves(t *testing.T) {
 	env := testenv.Current(t)
 	ctx := t.Context()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	apps := argoclient.NewForConfigOrDie(env.Config).ArgoprojV1alpha1().Applications("argocd-it")
+	argo, err := argoapp.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := argo.Applications("argocd-it")
 	for _, ns := range []string{"argocd-it", "aicr-it"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create namespace %s: %v", ns, err)

@@ -8,20 +8,18 @@ import (
 	"sync"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	argofake "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/fake"
-	argoscheme "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/scheme"
-	argotyped "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/typed/application/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/gentype"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
-var appsResource = argov1alpha1.SchemeGroupVersion.WithResource("applications").GroupResource()
+var appsResource = argoapp.ApplicationsResource
 
 // call is one write the fake saw.
 type call struct {
@@ -39,7 +37,7 @@ type call struct {
 // precondition of a write, the UID precondition of a delete, and deletion held by finalizers.
 type fakeApps struct {
 	t      testing.TB
-	client argotyped.ApplicationInterface
+	client *gentype.FakeClient[*argoapp.Application]
 
 	mu      sync.Mutex
 	meta    map[string]*objMeta
@@ -60,10 +58,12 @@ type objMeta struct {
 
 func newFakeApps(t testing.TB) *fakeApps {
 	t.Helper()
-	tracker := clienttesting.NewFieldManagedObjectTracker(argoscheme.Scheme, argoscheme.Codecs.UniversalDecoder(), managedfields.NewDeducedTypeConverter())
-	cs := &argofake.Clientset{}
-	cs.AddReactor("*", "*", clienttesting.ObjectReaction(tracker))
-	return &fakeApps{t: t, client: cs.ArgoprojV1alpha1().Applications(testEngineNS), meta: map[string]*objMeta{}}
+	tracker := clienttesting.NewFieldManagedObjectTracker(argoapp.Scheme, argoapp.Codecs.UniversalDecoder(), managedfields.NewDeducedTypeConverter())
+	fake := &clienttesting.Fake{}
+	fake.AddReactor("*", "*", clienttesting.ObjectReaction(tracker))
+	client := gentype.NewFakeClient(fake, testEngineNS, argoapp.SchemeGroupVersion.WithResource(argoapp.ResourceApplications),
+		argoapp.SchemeGroupVersion.WithKind("Application"), func() *argoapp.Application { return &argoapp.Application{} })
+	return &fakeApps{t: t, client: client, meta: map[string]*objMeta{}}
 }
 
 func (f *fakeApps) nextLocked() string {
@@ -72,7 +72,7 @@ func (f *fakeApps) nextLocked() string {
 }
 
 // stampLocked sets what the tracker does not keep.
-func (f *fakeApps) stampLocked(app *argov1alpha1.Application) *argov1alpha1.Application {
+func (f *fakeApps) stampLocked(app *argoapp.Application) *argoapp.Application {
 	if app == nil {
 		return nil
 	}
@@ -94,7 +94,7 @@ func (f *fakeApps) touchLocked(name string) {
 	m.rv = f.nextLocked()
 }
 
-func (f *fakeApps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*argov1alpha1.Application, error) {
+func (f *fakeApps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error) {
 	if err := f.failFor("get", call{Verb: "get"}); err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (f *fakeApps) Get(ctx context.Context, name string, opts metav1.GetOptions)
 	return f.stampLocked(app), nil
 }
 
-func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, _ ...string) (*argov1alpha1.Application, error) {
+func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, _ ...string) (*argoapp.Application, error) {
 	c := call{Verb: "patch", PatchType: pt, Manager: opts.FieldManager, Force: opts.Force != nil && *opts.Force, Body: string(data)}
 	if f.before != nil {
 		f.before("patch", c)
@@ -127,7 +127,10 @@ func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, d
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	m := f.meta[name]
-	if want := body.Metadata.ResourceVersion; want != "" && (m == nil || m.rv != want) {
+	// Like the API server: a resourceVersion guards an update; a server-side apply to a name
+	// that does not exist creates the object whatever resourceVersion it carries, and a merge
+	// patch to it is not found.
+	if want := body.Metadata.ResourceVersion; want != "" && m != nil && m.rv != want {
 		return nil, apierrors.NewConflict(appsResource, name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
 	}
 	if m == nil && pt != types.ApplyPatchType {
@@ -184,7 +187,7 @@ func (f *fakeApps) failFor(verb string, c call) error {
 }
 
 // create stores app as someone else would (a foreign Application, or a prepared state).
-func (f *fakeApps) create(app *argov1alpha1.Application) *argov1alpha1.Application {
+func (f *fakeApps) create(app *argoapp.Application) *argoapp.Application {
 	f.t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -199,7 +202,7 @@ func (f *fakeApps) create(app *argov1alpha1.Application) *argov1alpha1.Applicati
 }
 
 // update changes the stored object as Argo CD's controller does (status, operation).
-func (f *fakeApps) update(name string, mutate func(*argov1alpha1.Application)) {
+func (f *fakeApps) update(name string, mutate func(*argoapp.Application)) {
 	f.t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -227,7 +230,7 @@ func (f *fakeApps) remove(name string) {
 }
 
 // live returns the stored object, or nil.
-func (f *fakeApps) live(name string) *argov1alpha1.Application {
+func (f *fakeApps) live(name string) *argoapp.Application {
 	f.t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -13,19 +13,17 @@ import (
 	"testing"
 	"time"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
-	argotyped "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/typed/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -44,8 +42,11 @@ var nsCounter atomic.Int32
 // world is a Writer on the real API server, in namespaces of its own, publishing to an
 // in-process JetStream.
 type world struct {
-	w      *Writer
-	apps   argotyped.ApplicationInterface
+	w    *Writer
+	apps *argoapp.Applications
+	// others writes Applications as Argo CD or a person does (Create, Update): test only, the
+	// operator's client has neither.
+	others *gentype.Client[*argoapp.Application]
 	kube   kubernetes.Interface
 	ns     string
 	opNS   string
@@ -59,6 +60,18 @@ type world struct {
 type hookedApps struct {
 	Applications
 	beforeDelete func()
+	// gets and patches count the requests (benchmarks).
+	gets, patches atomic.Int64
+}
+
+func (h *hookedApps) Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error) {
+	h.gets.Add(1)
+	return h.Applications.Get(ctx, name, opts)
+}
+
+func (h *hookedApps) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*argoapp.Application, error) {
+	h.patches.Add(1)
+	return h.Applications.Patch(ctx, name, pt, data, opts, sub...)
 }
 
 func (h *hookedApps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
@@ -74,7 +87,10 @@ func newWorld(t testing.TB, messages ...string) *world {
 	env := testenv.Current(t)
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	argo := argoclient.NewForConfigOrDie(env.Config)
+	argo, err := argoapp.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := nsCounter.Add(1)
 	w := &world{kube: kube, ns: fmt.Sprintf("aw-argocd-%d", n), opNS: fmt.Sprintf("aw-system-%d", n), plans: map[string]*plan.Plan{}}
 	for _, ns := range []string{w.ns, w.opNS} {
@@ -93,7 +109,8 @@ func newWorld(t testing.TB, messages ...string) *world {
 		}
 		w.plans[m] = p
 	}
-	w.apps = argo.ArgoprojV1alpha1().Applications(w.ns)
+	w.apps = argo.Applications(w.ns)
+	w.others = gentype.NewClient(argoapp.ResourceApplications, argo.RESTClient(), metav1.ParameterCodec, w.ns, func() *argoapp.Application { return &argoapp.Application{} })
 	w.hooked = &hookedApps{Applications: w.apps}
 	w.js = natstest.Start(t)
 	_, js := w.js.Connect(t)
@@ -110,7 +127,7 @@ func newWorld(t testing.TB, messages ...string) *world {
 	return w
 }
 
-func (w *world) get(t testing.TB, name string) *argov1alpha1.Application {
+func (w *world) get(t testing.TB, name string) *argoapp.Application {
 	t.Helper()
 	app, err := w.apps.Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -132,7 +149,7 @@ func (w *world) apply(t testing.TB, cmd *bus.ApplyCommand) *bus.ApplyResult {
 }
 
 // ownerOf returns the field managers owning the annotation key, in managedFields order.
-func ownerOf(app *argov1alpha1.Application, fieldPath string) []string {
+func ownerOf(app *argoapp.Application, fieldPath string) []string {
 	var out []string
 	for _, mf := range app.ManagedFields {
 		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), fieldPath) {
@@ -212,12 +229,12 @@ func TestIntegrationCreateUpdateNoop(t *testing.T) {
 func TestIntegrationForeignUntouched(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	theirs := &argov1alpha1.Application{
+	theirs := &argoapp.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Namespace: w.ns, Labels: map[string]string{v1alpha1.LabelManagedBy: "argocd-autopilot"}},
-		Spec: argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/theirs", Path: "x"},
-			Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "theirs"}},
+		Spec: argoapp.ApplicationSpec{Project: "default", Source: &argoapp.ApplicationSource{RepoURL: "https://example.com/theirs", Path: "x"},
+			Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "theirs"}},
 	}
-	created, err := w.apps.Create(ctx, theirs, metav1.CreateOptions{})
+	created, err := w.others.Create(ctx, theirs, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create foreign: %v", err)
 	}
@@ -246,9 +263,9 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 	// controller would (no status subresource: an update writes status).
 	app := w.get(t, gate)
 	app.Operation = nil
-	app.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationRunning, StartedAt: metav1.Now(),
-		Operation: argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}, Sync: &argov1alpha1.SyncOperation{Revision: "sha256:old"}}}
-	if _, err := w.apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+	app.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationRunning, StartedAt: metav1.Now(),
+		Operation: argoapp.Operation{InitiatedBy: argoapp.OperationInitiator{Automated: true}, Sync: &argoapp.SyncOperation{Revision: "sha256:old"}}}
+	if _, err := w.others.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
 		t.Fatalf("write running operation: %v", err)
 	}
 	_, err := w.w.Apply(ctx, applyCmd(hello, gate, 2))
@@ -257,14 +274,14 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 		t.Fatalf("Apply with a running operation = %v; want NotYet", err)
 	}
 	app = w.get(t, gate)
-	if app.Operation != nil || app.Status.OperationState == nil || app.Status.OperationState.Phase != synccommon.OperationRunning ||
+	if app.Operation != nil || app.Status.OperationState == nil || app.Status.OperationState.Phase != argoapp.OperationRunning ||
 		!app.Status.OperationState.Operation.InitiatedBy.Automated {
 		t.Fatalf("running operation clobbered: operation %+v, state %+v", app.Operation, app.Status.OperationState)
 	}
 
 	// It finishes; the redelivered command starts our sync and clears the old state.
-	app.Status.OperationState.Phase = synccommon.OperationSucceeded
-	if _, err := w.apps.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
+	app.Status.OperationState.Phase = argoapp.OperationSucceeded
+	if _, err := w.others.Update(ctx, app, metav1.UpdateOptions{FieldManager: "argocd-application-controller"}); err != nil {
 		t.Fatalf("finish operation: %v", err)
 	}
 	res := w.apply(t, applyCmd(hello, gate, 2))
@@ -331,7 +348,7 @@ func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
-	var newcomer *argov1alpha1.Application
+	var newcomer *argoapp.Application
 	w.hooked.beforeDelete = func() {
 		// Between the writer's read and its delete, a person deletes ours and creates their own.
 		w.finishDeletion(t, "gpu-operator")
@@ -339,10 +356,10 @@ func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
 			t.Errorf("delete ours: %v", err)
 		}
 		var err error
-		newcomer, err = w.apps.Create(ctx, &argov1alpha1.Application{
+		newcomer, err = w.others.Create(ctx, &argoapp.Application{
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Namespace: w.ns},
-			Spec: argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/mine", Path: "x"},
-				Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "mine"}},
+			Spec: argoapp.ApplicationSpec{Project: "default", Source: &argoapp.ApplicationSource{RepoURL: "https://example.com/mine", Path: "x"},
+				Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "mine"}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Errorf("create namesake: %v", err)
@@ -411,7 +428,80 @@ func TestIntegrationHandEditForcedBack(t *testing.T) {
 	}
 }
 
-func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argov1alpha1.Application {
+// TestIntegrationCachedReads: the writer reads through the real Informer; a cached copy that
+// the API server no longer holds (deleted, or changed) ends in a fresh read and a correct write,
+// never in a refusal or a rejected write.
+func TestIntegrationCachedReads(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf, err := NewInformer(w.apps, w.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	w.w.cache = inf
+	p := w.plans["hello"]
+
+	if res := w.apply(t, applyCmd(p, "gpu-operator", 1)); res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("first write: %s (%s)", res.Outcome, res.Message)
+	}
+	eventually(t, "the informer holds the written Application", func() bool {
+		app, ok := inf.Get("gpu-operator")
+		return ok && app.Annotations[v1alpha1.AnnotationStep] == testRollout+"/1"
+	})
+	cached, _ := inf.Get("gpu-operator")
+	if cached.ManagedFields != nil || cached.Operation != nil {
+		t.Errorf("the cache keeps managedFields or the operation")
+	}
+
+	// Deleted behind the cache's back: a snapshot still holds it, the apply guarded by its
+	// resourceVersion fails, and the fresh read finds nothing and creates it again.
+	stale := snapshotCache{"gpu-operator": cached.DeepCopy()}
+	w.w.cache = stale
+	if err := w.apps.Delete(ctx, "gpu-operator", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := w.apply(t, applyCmd(p, "gpu-operator", 2))
+	if res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("write after a deletion the cache missed: %s (%s)", res.Outcome, res.Message)
+	}
+	if app := w.get(t, "gpu-operator"); app == nil || app.UID == cached.UID || app.Annotations[v1alpha1.AnnotationStep] != testRollout+"/2" ||
+		app.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged {
+		t.Errorf("stored Application %+v; want a new one written by step 2, step-write changed", app)
+	}
+
+	// Changed behind the cache's back (Argo CD's status write): the guarded apply conflicts and
+	// the fresh read decides again.
+	live := w.get(t, "gpu-operator")
+	w.w.cache = snapshotCache{"gpu-operator": live.DeepCopy()}
+	patch := `{"status":{"health":{"status":"Healthy"}}}`
+	if _, err := w.apps.Patch(ctx, "gpu-operator", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "argocd-application-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := w.apply(t, applyCmd(p, "gpu-operator", 3)); res.Outcome != bus.OutcomeRefreshed {
+		t.Errorf("write after a change the cache missed: %s (%s)", res.Outcome, res.Message)
+	}
+	if app := w.get(t, "gpu-operator"); app.Annotations[v1alpha1.AnnotationStep] != testRollout+"/3" {
+		t.Errorf("step annotation %q after step 3", app.Annotations[v1alpha1.AnnotationStep])
+	}
+}
+
+// eventually polls cond until it holds or resultTimeout passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(resultTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", resultTimeout, what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval of the helper, not a wait for state
+	}
+}
+
+func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argoapp.Application {
 	t.Helper()
 	cmd := applyCmd(p, release, index)
 	app, err := appspec.Build(w.w.settings, appspec.Input{Runtime: cmd.Runtime, RuntimeUID: cmd.RuntimeUID, PlanDigest: cmd.PlanDigest,
@@ -481,51 +571,69 @@ func (p *countingPublisher) Publish(_ context.Context, _, _ string, m bus.Envelo
 }
 
 // BenchmarkApplyWrites measures Application writes per second through the real dispatch loop
-// (JetStream work queue, N workers) against the real API server. Every command is a changed
-// write: 64 releases alternate between two plans.
+// (JetStream work queue, N workers) against the real API server, reading through the Informer
+// (cache=on) or with a GET per write (cache=off), and reports the API requests per write. Every
+// command is a changed write: 64 releases alternate between two plans.
 //
 //	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube) go test -tags integration -run '^$' -bench ApplyWrites ./applier/internal/appwriter
 func BenchmarkApplyWrites(b *testing.B) {
-	for _, workers := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			w := newWorld(b, "hello", "upgraded")
-			ctx := context.Background()
-			_, js := w.js.Connect(b)
-			cons, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
-			if err != nil {
-				b.Fatalf("consumer: %v", err)
-			}
-			pub := bus.NewPublisher(js, "bench")
-			plans := []*plan.Plan{w.storePlan(b, benchPlan(b, "a")), w.storePlan(b, benchPlan(b, "b"))}
-			for i := range b.N {
-				release := fmt.Sprintf("bench-%02d", i%benchReleases)
-				cmd := applyCmd(plans[(i/benchReleases)%2], release, int32(i+1))
-				cmd.ID = fmt.Sprintf("bench/%d/%d", workers, i)
-				if err := pub.Publish(ctx, bus.ApplySubject(testRuntime, release), cmd.ID, cmd); err != nil {
-					b.Fatalf("publish: %v", err)
-				}
-			}
-			counter := &countingPublisher{want: b.N, done: make(chan struct{})}
-			w.w.pub = counter
-			dctx, cancel := context.WithCancel(ctx)
-			d := &bus.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
-			errc := make(chan error, 1)
-			b.ResetTimer()
-			go func() { errc <- d.Run(dctx) }()
-			select {
-			case <-counter.done:
-			case <-time.After(resultTimeout):
-				b.Fatalf("%d of %d results within %s", counter.n, b.N, resultTimeout)
-			}
-			b.StopTimer()
-			cancel()
-			if err := <-errc; err != nil {
-				b.Fatalf("dispatch: %v", err)
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
-			if len(counter.bad) > 0 {
-				b.Logf("some commands were not plain writes: %v", counter.bad)
-			}
-		})
+	for _, cached := range []bool{false, true} {
+		for _, workers := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("cache=%v/workers=%d", cached, workers), func(b *testing.B) { benchmarkApplyWrites(b, workers, cached) })
+		}
+	}
+}
+
+func benchmarkApplyWrites(b *testing.B, workers int, cached bool) {
+	w := newWorld(b, "hello", "upgraded")
+	ctx := context.Background()
+	if cached {
+		inf, err := NewInformer(w.apps, w.ns)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ictx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- inf.Run(ictx) }()
+		defer func() { stop(); <-done }()
+		w.w.cache = inf
+	}
+	_, js := w.js.Connect(b)
+	cons, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
+	if err != nil {
+		b.Fatalf("consumer: %v", err)
+	}
+	pub := bus.NewPublisher(js, "bench")
+	plans := []*plan.Plan{w.storePlan(b, benchPlan(b, "a")), w.storePlan(b, benchPlan(b, "b"))}
+	for i := range b.N {
+		release := fmt.Sprintf("bench-%02d", i%benchReleases)
+		cmd := applyCmd(plans[(i/benchReleases)%2], release, int32(i+1))
+		cmd.ID = fmt.Sprintf("bench/%d/%d", workers, i)
+		if err := pub.Publish(ctx, bus.ApplySubject(testRuntime, release), cmd.ID, cmd); err != nil {
+			b.Fatalf("publish: %v", err)
+		}
+	}
+	counter := &countingPublisher{want: b.N, done: make(chan struct{})}
+	w.w.pub = counter
+	dctx, cancel := context.WithCancel(ctx)
+	d := &bus.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
+	errc := make(chan error, 1)
+	b.ResetTimer()
+	go func() { errc <- d.Run(dctx) }()
+	select {
+	case <-counter.done:
+	case <-time.After(resultTimeout):
+		b.Fatalf("%d of %d results within %s", counter.n, b.N, resultTimeout)
+	}
+	b.StopTimer()
+	cancel()
+	if err := <-errc; err != nil {
+		b.Fatalf("dispatch: %v", err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(float64(w.hooked.gets.Load())/float64(b.N), "gets/write")
+	b.ReportMetric(float64(w.hooked.patches.Load())/float64(b.N), "patches/write")
+	if len(counter.bad) > 0 {
+		b.Logf("some commands were not plain writes: %v", counter.bad)
 	}
 }

@@ -7,10 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
 // manifest renders the object the applier server-side applies: the built Application with the
@@ -18,7 +17,7 @@ import (
 // applied status would overwrite Argo CD's) and without creationTimestamp. resourceVersion,
 // when set, makes the apply fail with a conflict if the object changed since it was read, so the
 // ownership check and the write see the same object.
-func manifest(app *argov1alpha1.Application, stepWrite, resourceVersion string) ([]byte, error) {
+func manifest(app *argoapp.Application, stepWrite, resourceVersion string) ([]byte, error) {
 	raw, err := json.Marshal(app)
 	if err != nil {
 		return nil, fmt.Errorf("encode application %s: %w", app.Name, err)
@@ -83,7 +82,7 @@ func refreshPatch(stepID string) ([]byte, error) {
 // syncPatch is the JSON merge patch that starts an explicit sync: guarded by resourceVersion,
 // and clearing status.operationState in the same write so the new operation state does not mix
 // with the previous one (fixtures scenario 05b).
-func syncPatch(resourceVersion string, op *argov1alpha1.Operation) ([]byte, error) {
+func syncPatch(resourceVersion string, op *argoapp.Operation) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"metadata":  map[string]any{"resourceVersion": resourceVersion},
 		"operation": op,
@@ -117,14 +116,14 @@ func encodeObject(obj map[string]any) ([]byte, error) {
 }
 
 // hasStepInfo reports whether an operation's info carries aicr-step=<stepID>.
-func hasStepInfo(info []*argov1alpha1.Info, stepID string) bool {
-	return slices.ContainsFunc(info, func(i *argov1alpha1.Info) bool {
+func hasStepInfo(info []*argoapp.Info, stepID string) bool {
+	return slices.ContainsFunc(info, func(i *argoapp.Info) bool {
 		return i != nil && i.Name == appspec.StepInfoName && i.Value == stepID
 	})
 }
 
 // ownerEvidence says why app is not owned by the runtime with runtimeUID; "" when it is.
-func ownerEvidence(app *argov1alpha1.Application, runtimeUID string) string {
+func ownerEvidence(app *argoapp.Application, runtimeUID string) string {
 	var why []string
 	switch got, ok := app.Labels[v1alpha1.LabelManagedBy]; {
 	case !ok:

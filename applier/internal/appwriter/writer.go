@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 )
@@ -36,12 +36,23 @@ const (
 // the whole Application: one carrying only the two removal fields would drop the spec.
 const RemoveFieldManager = v1alpha1.FieldManager + "-remove"
 
-// Applications is the Application API of the engine namespace. Argo CD's generated clientset
-// (ArgoprojV1alpha1().Applications(namespace)) satisfies it.
+// Applications is the Application API of the engine namespace; *argoapp.Applications satisfies
+// it. There is no Update on purpose: the Application read here lacks every field argoapp does
+// not declare, so the writer only ever server-side applies what it built and merge-patches
+// named fields (see package argoapp).
 type Applications interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argov1alpha1.Application, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*argov1alpha1.Application, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*argoapp.Application, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// Cache is a read of the engine namespace's owned Applications that may lag the API server: an
+// informer's store (see NewCache). A hit saves the GET before a write. It is never trusted for
+// a decision that does not end in a write guarded by the object's resourceVersion (a refusal,
+// a wait): those are read again from the API server, and so is every retry after a conflict.
+type Cache interface {
+	// Get returns the cached Application of a name, or false.
+	Get(name string) (*argoapp.Application, bool)
 }
 
 // Publisher sends a result; *bus.Publisher satisfies it.
@@ -53,6 +64,8 @@ type Publisher interface {
 type Config struct {
 	// Apps is the Application API of the engine namespace.
 	Apps Applications
+	// Cache, when set, serves the read before an apply (nil: every write reads with a GET).
+	Cache Cache
 	// Plans loads plans by digest.
 	Plans *PlanCache
 	// Publisher sends results.
@@ -66,6 +79,7 @@ type Config struct {
 // Writer handles ApplyCommand and RemoveCommand.
 type Writer struct {
 	apps     Applications
+	cache    Cache
 	plans    *PlanCache
 	pub      Publisher
 	settings appspec.Settings
@@ -80,7 +94,7 @@ func New(c Config) (*Writer, error) {
 	if err := c.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("new writer: %w", err)
 	}
-	w := &Writer{apps: c.Apps, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
+	w := &Writer{apps: c.Apps, cache: c.Cache, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "applier", Name: "results_total",
 			Help: "Command results published, by action and outcome.",
@@ -175,12 +189,23 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
 	}
 	gate := rel.ReadinessGate || cmd.ReadinessGate
+	if w.cache != nil {
+		res, err := w.applyOnce(ctx, cmd, desired, gate, true)
+		switch {
+		case err == nil:
+			return res, nil
+		case !errors.Is(err, errStale) && !apierrors.IsConflict(err):
+			return nil, err
+		}
+		// The cached object was stale, or changed before the guarded write: read it from the
+		// API server below.
+	}
 	var res *bus.ApplyResult
 	// A conflict means the Application changed between the read and a guarded write (Argo CD
 	// writes status often, or it was replaced): read it again and decide again.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		res, err = w.applyOnce(ctx, cmd, desired, gate)
+		res, err = w.applyOnce(ctx, cmd, desired, gate, false)
 		return err
 	})
 	if err != nil {
@@ -189,14 +214,32 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	return res, nil
 }
 
-func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argov1alpha1.Application, gate bool) (*bus.ApplyResult, error) {
+// errStale says a decision made on the cached Application must be made again on a fresh read.
+var errStale = errors.New("decided on a cached application")
+
+// applyOnce reads the Application (from the cache when cached is set and it has it), decides and
+// writes. Every write of the spec is guarded by the read's resourceVersion, so a stale read ends
+// in a conflict; a decision that writes nothing returns errStale when it was made on the cache.
+func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argoapp.Application, gate, cached bool) (*bus.ApplyResult, error) {
 	name, stepID := desired.Name, cmd.Step.ID
-	live, err := w.get(ctx, name)
-	if err != nil {
-		return nil, err
+	var live *argoapp.Application
+	fromCache := false
+	if cached {
+		live, fromCache = w.cache.Get(name)
+	}
+	if !fromCache {
+		var err error
+		if live, err = w.get(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	rv := ""
 	if live != nil {
+		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
+			(hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "")
+		if refused && fromCache {
+			return nil, errStale
+		}
 		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 		}
@@ -218,6 +261,21 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	app, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager))
 	if err != nil {
 		return w.writeFailed(cmd, "apply", name, err)
+	}
+	if live != nil && app.UID != live.UID {
+		// The Application read was deleted before the apply, which created a new one (the
+		// API server does not hold a create to the resourceVersion). A new Application is a
+		// changed one: state it, guarded by the new object's resourceVersion.
+		live = nil
+		if stepWrite != v1alpha1.StepWriteChanged {
+			stepWrite = v1alpha1.StepWriteChanged
+			if body, err = manifest(desired, stepWrite, app.ResourceVersion); err != nil {
+				return nil, bus.Terminal(err)
+			}
+			if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager)); err != nil {
+				return w.writeFailed(cmd, "apply", name, err)
+			}
+		}
 	}
 	if live != nil && live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
 		// A Remove of this release was prepared and abandoned: take back its annotation and
@@ -256,7 +314,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 
 // startSync starts the explicit sync of a readiness release for stepID, unless it was already
 // started for this step. Another operation set or running is waited for (NotYet).
-func (w *Writer) startSync(ctx context.Context, app, desired *argov1alpha1.Application, stepID string) (*argov1alpha1.Application, error) {
+func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Application, stepID string) (*argoapp.Application, error) {
 	if op := app.Operation; op != nil {
 		if hasStepInfo(op.Info, stepID) {
 			return app, nil
@@ -357,11 +415,11 @@ func conflictAgain(err error) error {
 	if apierrors.IsConflict(err) {
 		return err
 	}
-	return apierrors.NewConflict(argov1alpha1.SchemeGroupVersion.WithResource("applications").GroupResource(), "", err)
+	return apierrors.NewConflict(argoapp.ApplicationsResource, "", err)
 }
 
 // get returns the live Application, or nil when there is none.
-func (w *Writer) get(ctx context.Context, name string) (*argov1alpha1.Application, error) {
+func (w *Writer) get(ctx context.Context, name string) (*argoapp.Application, error) {
 	app, err := w.apps.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -386,7 +444,7 @@ func (w *Writer) writeFailed(cmd *bus.ApplyCommand, verb, name string, err error
 	return nil, fmt.Errorf("%s application %s/%s: %w", verb, w.settings.EngineNamespace, name, err)
 }
 
-func (w *Writer) foreignMessage(app *argov1alpha1.Application, why string) string {
+func (w *Writer) foreignMessage(app *argoapp.Application, why string) string {
 	return fmt.Sprintf("Application %s/%s is not owned by this runtime and is left alone: %s; rename the other Application or delete it",
 		app.Namespace, app.Name, why)
 }
@@ -395,7 +453,7 @@ func (w *Writer) foreignMessage(app *argov1alpha1.Application, why string) strin
 // source (values included), destination or ignoreDifferences differ from the desired ones. A
 // redelivery of the same step keeps what the first delivery decided, since its write already
 // made the spec equal.
-func stepWriteFor(live, desired *argov1alpha1.Application, stepID string) string {
+func stepWriteFor(live, desired *argoapp.Application, stepID string) string {
 	if live == nil {
 		return v1alpha1.StepWriteChanged
 	}
@@ -413,7 +471,7 @@ func stepWriteFor(live, desired *argov1alpha1.Application, stepID string) string
 	return v1alpha1.StepWriteUnchanged
 }
 
-func hasResourcesFinalizer(app *argov1alpha1.Application) bool {
+func hasResourcesFinalizer(app *argoapp.Application) bool {
 	return slices.Contains(app.Finalizers, v1alpha1.ArgoResourcesFinalizer)
 }
 
@@ -422,7 +480,7 @@ func applyOptions(manager string) metav1.PatchOptions {
 	return metav1.PatchOptions{FieldManager: manager, Force: &force}
 }
 
-func initiator(i argov1alpha1.OperationInitiator) string {
+func initiator(i argoapp.OperationInitiator) string {
 	switch {
 	case i.Username != "":
 		return i.Username
@@ -485,15 +543,15 @@ func validateRemove(cmd *bus.RemoveCommand) error {
 	return nil
 }
 
-func applyResult(cmd *bus.ApplyCommand, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+func applyResult(cmd *bus.ApplyCommand, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {
 	return result(cmd.ID, cmd.Runtime, cmd.Release, cmd.Step, cmd.Action, outcome, reason, message, app)
 }
 
-func removeResult(cmd *bus.RemoveCommand, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+func removeResult(cmd *bus.RemoveCommand, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {
 	return result(cmd.ID, cmd.Runtime, cmd.Release, cmd.Step, v1alpha1.ActionRemove, outcome, reason, message, app)
 }
 
-func result(id, runtime, release string, step bus.StepRef, action v1alpha1.StepAction, outcome, reason, message string, app *argov1alpha1.Application) *bus.ApplyResult {
+func result(id, runtime, release string, step bus.StepRef, action v1alpha1.StepAction, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {
 	r := &bus.ApplyResult{CommandID: id, Runtime: runtime, Release: release, Step: step, Action: action,
 		Outcome: outcome, Reason: reason, Message: message}
 	if app != nil {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +19,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
@@ -65,14 +64,14 @@ func (h *harness) apply(t *testing.T, cmd *bus.ApplyCommand) *bus.ApplyResult {
 }
 
 // ownedApp is an Application as the writer would have left it at step index.
-func (h *harness) ownedApp(t *testing.T, release string, index int32) *argov1alpha1.Application {
+func (h *harness) ownedApp(t *testing.T, release string, index int32) *argoapp.Application {
 	t.Helper()
 	h.apply(t, applyCmd(h.plan, release, index))
 	h.apps.writes()
 	return h.apps.live(release)
 }
 
-func annotations(app *argov1alpha1.Application, keys ...string) map[string]string {
+func annotations(app *argoapp.Application, keys ...string) map[string]string {
 	out := map[string]string{}
 	for _, k := range keys {
 		if v, ok := app.Annotations[k]; ok {
@@ -134,7 +133,7 @@ func TestApplyWrites(t *testing.T) {
 				h.ownedApp(t, "gpu-operator", 1)
 				cmd := applyCmd(h.plan, "gpu-operator", 2)
 				h.apply(t, cmd)
-				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { delete(a.Annotations, v1alpha1.AnnotationArgoRefresh) })
+				h.apps.update("gpu-operator", func(a *argoapp.Application) { delete(a.Annotations, v1alpha1.AnnotationArgoRefresh) })
 				h.apps.writes()
 				return cmd
 			},
@@ -161,7 +160,7 @@ func TestApplyWrites(t *testing.T) {
 		"new values are a changed write": {
 			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
 				h.ownedApp(t, "gpu-operator", 1)
-				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) {
+				h.apps.update("gpu-operator", func(a *argoapp.Application) {
 					a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"edited"}`)
 				})
 				return applyCmd(h.plan, "gpu-operator", 2)
@@ -175,7 +174,7 @@ func TestApplyWrites(t *testing.T) {
 		"a changed destination is a changed write": {
 			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
 				h.ownedApp(t, "gpu-operator", 1)
-				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { a.Spec.Destination.Namespace = "elsewhere" })
+				h.apps.update("gpu-operator", func(a *argoapp.Application) { a.Spec.Destination.Namespace = "elsewhere" })
 				return applyCmd(h.plan, "gpu-operator", 2)
 			},
 			wantOutcome: bus.OutcomeWritten,
@@ -187,7 +186,7 @@ func TestApplyWrites(t *testing.T) {
 		"dropped ignoreDifferences are a changed write": {
 			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
 				h.ownedApp(t, "gpu-operator", 1)
-				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { a.Spec.IgnoreDifferences = nil })
+				h.apps.update("gpu-operator", func(a *argoapp.Application) { a.Spec.IgnoreDifferences = nil })
 				return applyCmd(h.plan, "gpu-operator", 2)
 			},
 			wantOutcome: bus.OutcomeWritten,
@@ -245,10 +244,10 @@ func mustRelease(t testing.TB, p *plan.Plan, name string) *plan.Release {
 }
 
 func TestApplyRefuses(t *testing.T) {
-	foreign := func(labels, annotations map[string]string) *argov1alpha1.Application {
-		return &argov1alpha1.Application{
+	foreign := func(labels, annotations map[string]string) *argoapp.Application {
+		return &argoapp.Application{
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator", Labels: labels, Annotations: annotations},
-			Spec:       argov1alpha1.ApplicationSpec{Project: "default", Source: &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/theirs"}},
+			Spec:       argoapp.ApplicationSpec{Project: "default", Source: &argoapp.ApplicationSource{RepoURL: "https://example.com/theirs"}},
 		}
 	}
 	tests := map[string]struct {
@@ -282,7 +281,7 @@ func TestApplyRefuses(t *testing.T) {
 		"an owned Application carrying the resources finalizer outside a Remove step is blocked": {
 			setup: func(t *testing.T, h *harness) {
 				h.ownedApp(t, "gpu-operator", 1)
-				h.apps.update("gpu-operator", func(a *argov1alpha1.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} })
+				h.apps.update("gpu-operator", func(a *argoapp.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} })
 			},
 			wantOutcome: bus.OutcomeBlocked,
 			wantReason:  bus.ResultReasonFinalizerPresent,
@@ -386,7 +385,7 @@ func TestApplyRejectedObjectFails(t *testing.T) {
 func TestApplyDeletingApplicationWaits(t *testing.T) {
 	h := newHarness(t)
 	h.ownedApp(t, "gpu-operator", 1)
-	h.apps.update("gpu-operator", func(a *argov1alpha1.Application) {
+	h.apps.update("gpu-operator", func(a *argoapp.Application) {
 		a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
 		a.Annotations[v1alpha1.AnnotationDeleteRollout] = testRollout
 	})
@@ -488,15 +487,15 @@ func TestApplyAbandonedRemoveIsUndone(t *testing.T) {
 func TestApplyReadinessReleaseSync(t *testing.T) {
 	const gate = "gpu-readiness"
 	stepID := func(i int32) string { return testRollout + "/" + string(rune('0'+i)) }
-	running := func(by argov1alpha1.OperationInitiator, info ...*argov1alpha1.Info) func(*argov1alpha1.Application) {
-		return func(a *argov1alpha1.Application) {
-			a.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationRunning,
-				Operation: argov1alpha1.Operation{InitiatedBy: by, Info: info}, StartedAt: metav1.Now()}
+	running := func(by argoapp.OperationInitiator, info ...*argoapp.Info) func(*argoapp.Application) {
+		return func(a *argoapp.Application) {
+			a.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationRunning,
+				Operation: argoapp.Operation{InitiatedBy: by, Info: info}, StartedAt: metav1.Now()}
 		}
 	}
 	tests := map[string]struct {
 		// argo changes the stored Application before the command runs (nil: nothing).
-		argo        func(*argov1alpha1.Application)
+		argo        func(*argoapp.Application)
 		wantNotYet  bool
 		wantOutcome string
 		wantSync    bool
@@ -505,28 +504,28 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 			wantOutcome: bus.OutcomeSyncStarted, wantSync: true,
 		},
 		"a finished operation of an earlier step does not stop the sync": {
-			argo: func(a *argov1alpha1.Application) {
-				a.Status.OperationState = &argov1alpha1.OperationState{Phase: synccommon.OperationSucceeded,
-					Operation: argov1alpha1.Operation{Info: []*argov1alpha1.Info{{Name: appspec.StepInfoName, Value: stepID(1)}}}}
+			argo: func(a *argoapp.Application) {
+				a.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationSucceeded,
+					Operation: argoapp.Operation{Info: []*argoapp.Info{{Name: appspec.StepInfoName, Value: stepID(1)}}}}
 			},
 			wantOutcome: bus.OutcomeSyncStarted, wantSync: true,
 		},
 		"an automated sync still running is waited for": {
-			argo:       running(argov1alpha1.OperationInitiator{Automated: true}),
+			argo:       running(argoapp.OperationInitiator{Automated: true}),
 			wantNotYet: true,
 		},
 		"an operation set but not yet picked up by Argo CD is waited for": {
-			argo: func(a *argov1alpha1.Application) {
-				a.Operation = &argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Username: "admin"}, Sync: &argov1alpha1.SyncOperation{}}
+			argo: func(a *argoapp.Application) {
+				a.Operation = &argoapp.Operation{InitiatedBy: argoapp.OperationInitiator{Username: "admin"}, Sync: &argoapp.SyncOperation{}}
 			},
 			wantNotYet: true,
 		},
 		"our sync of this step, already running, is not started twice": {
-			argo:        running(argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}, &argov1alpha1.Info{Name: appspec.StepInfoName, Value: stepID(2)}),
+			argo:        running(argoapp.OperationInitiator{Username: v1alpha1.FieldManager}, &argoapp.Info{Name: appspec.StepInfoName, Value: stepID(2)}),
 			wantOutcome: bus.OutcomeSyncStarted,
 		},
 		"our sync of this step, still pending in .operation, is not started twice": {
-			argo: func(a *argov1alpha1.Application) {
+			argo: func(a *argoapp.Application) {
 				a.Operation = appspec.SyncOperation(a, stepID(2))
 			},
 			wantOutcome: bus.OutcomeSyncStarted,
@@ -536,7 +535,7 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			h.ownedApp(t, gate, 1)
-			h.apps.update(gate, func(a *argov1alpha1.Application) {
+			h.apps.update(gate, func(a *argoapp.Application) {
 				a.Operation = nil
 				a.Status.OperationState = nil
 				if tc.argo != nil {
@@ -581,8 +580,8 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 				Metadata struct {
 					ResourceVersion string `json:"resourceVersion"`
 				} `json:"metadata"`
-				Operation *argov1alpha1.Operation `json:"operation"`
-				Status    map[string]any          `json:"status"`
+				Operation *argoapp.Operation `json:"operation"`
+				Status    map[string]any     `json:"status"`
 			}
 			if err := json.Unmarshal([]byte(syncs[0].Body), &patch); err != nil {
 				t.Fatalf("decode sync patch: %v", err)
@@ -622,7 +621,7 @@ func TestApplySuspendedReadinessReleaseStartsNoSync(t *testing.T) {
 	const gate = "gpu-readiness"
 	h := newHarness(t)
 	h.ownedApp(t, gate, 1)
-	h.apps.update(gate, func(a *argov1alpha1.Application) { a.Operation, a.Status.OperationState = nil, nil })
+	h.apps.update(gate, func(a *argoapp.Application) { a.Operation, a.Status.OperationState = nil, nil })
 	h.apps.writes()
 	res := h.apply(t, applyCmd(h.plan, gate, 2, func(c *bus.ApplyCommand) { c.SuspendEngine = true }))
 	if res.Outcome == bus.OutcomeSyncStarted {
@@ -644,7 +643,7 @@ func TestApplySyncDoesNotClobberAnOperationStartedMeanwhile(t *testing.T) {
 	const gate = "gpu-readiness"
 	h := newHarness(t)
 	h.ownedApp(t, gate, 1)
-	h.apps.update(gate, func(a *argov1alpha1.Application) { a.Operation = nil })
+	h.apps.update(gate, func(a *argoapp.Application) { a.Operation = nil })
 	h.apps.writes()
 	fired := false
 	h.apps.before = func(verb string, c call) {
@@ -652,8 +651,8 @@ func TestApplySyncDoesNotClobberAnOperationStartedMeanwhile(t *testing.T) {
 			return
 		}
 		fired = true
-		h.apps.update(gate, func(a *argov1alpha1.Application) {
-			a.Operation = &argov1alpha1.Operation{InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}, Sync: &argov1alpha1.SyncOperation{Revision: "x"}}
+		h.apps.update(gate, func(a *argoapp.Application) {
+			a.Operation = &argoapp.Operation{InitiatedBy: argoapp.OperationInitiator{Automated: true}, Sync: &argoapp.SyncOperation{Revision: "x"}}
 		})
 	}
 	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, gate, 2))
@@ -716,7 +715,7 @@ func TestRemove(t *testing.T) {
 		},
 		"a foreign Application is never deleted": {
 			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
-				h.apps.create(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}})
+				h.apps.create(&argoapp.Application{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}})
 				return removeCmd("gpu-operator", 9)
 			},
 			wantOutcome: bus.OutcomeForeign,
@@ -732,7 +731,7 @@ func TestRemove(t *testing.T) {
 					}
 					h.apps.before = nil
 					h.apps.remove("gpu-operator")
-					h.apps.create(&argov1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator",
+					h.apps.create(&argoapp.Application{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator",
 						Labels: map[string]string{v1alpha1.LabelManagedBy: "someone"}}})
 				}
 				return removeCmd("gpu-operator", 9)

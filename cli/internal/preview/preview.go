@@ -11,11 +11,11 @@ import (
 	"os"
 	"text/tabwriter"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
@@ -104,7 +104,7 @@ func Run(o Options) (*Result, error) {
 
 // Manifest is the Application as the applier applies it: without status (Argo CD owns it) and
 // without creationTimestamp.
-func Manifest(app *argov1alpha1.Application) (map[string]any, error) {
+func Manifest(app *argoapp.Application) (map[string]any, error) {
 	raw, err := json.Marshal(app)
 	if err != nil {
 		return nil, fmt.Errorf("encode application %s: %w", app.Name, err)

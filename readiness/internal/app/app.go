@@ -10,10 +10,10 @@ import (
 	"os"
 	"strings"
 
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 	"github.com/aicr-run/aicr-operator/shared/service"
@@ -91,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer base.Close()
 	ctx = logging.Into(ctx, base.Log)
-	argo, err := argoclient.NewForConfig(base.Kube)
+	argo, err := argoapp.NewForConfig(base.Kube)
 	if err != nil {
 		return fmt.Errorf("create argo cd client: %w", err)
 	}
@@ -116,7 +116,7 @@ func Run(ctx context.Context, o Options) error {
 
 // lead is the work of the leader: watch Argo CD's presence, and Applications once the CRDs
 // exist.
-func lead(ctx context.Context, o Options, base *service.Base, argo argoclient.Interface) error {
+func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Client) error {
 	if err := bus.WaitStreams(ctx, base.JS, o.StreamReplicas); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -127,15 +127,14 @@ func lead(ctx context.Context, o Options, base *service.Base, argo argoclient.In
 	mon := &engine.Monitor{
 		Check: (&engine.Checker{
 			Discovery: base.KubeClient.Discovery(),
-			Argo:      argo,
+			Projects:  argo.AppProjects(o.EngineNamespace),
 			Namespace: o.EngineNamespace,
 			Project:   o.EngineProject,
 		}).Check,
 		Publisher: pub,
 	}
 	w := &watch.Watcher{
-		Argo:      argo,
-		Namespace: o.EngineNamespace,
+		Apps:      argo.Applications(o.EngineNamespace),
 		Publisher: pub,
 	}
 	if o.RegistryRepository != "" {

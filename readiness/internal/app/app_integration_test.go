@@ -15,17 +15,16 @@ import (
 	"testing"
 	"time"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/kubernetes"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -172,7 +171,10 @@ func TestReadiness(t *testing.T) {
 	env := testenv.Current(t)
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
-	argo := argoclient.NewForConfigOrDie(env.Config)
+	argo, err := argoapp.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []string{"argocd", "aicr-system"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -222,8 +224,8 @@ func TestReadiness(t *testing.T) {
 		}
 		var st bus.EngineStatus
 		ev.next(t, bus.TypeEngineStatus, &st, func() bool { return st.Reason == v1alpha1.ReasonProjectMissing })
-		proj := &argov1alpha1.AppProject{ObjectMeta: metav1.ObjectMeta{Name: "aicr", Namespace: "argocd"}}
-		if _, err := argo.ArgoprojV1alpha1().AppProjects("argocd").Create(ctx, proj, metav1.CreateOptions{}); err != nil {
+		proj := `{"apiVersion":"argoproj.io/v1alpha1","kind":"AppProject","metadata":{"name":"aicr","namespace":"argocd"},"spec":{}}`
+		if err := argo.RESTClient().Post().Namespace("argocd").Resource(argoapp.ResourceAppProjects).Body([]byte(proj)).Do(ctx).Error(); err != nil {
 			t.Fatal(err)
 		}
 		ev.next(t, bus.TypeEngineStatus, &st, func() bool { return st.Available && st.Reason == v1alpha1.ReasonEngineAvailable })
@@ -252,7 +254,8 @@ func TestReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	desired.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
-	apps := argo.ArgoprojV1alpha1().Applications("argocd")
+	// The test writes as Argo CD and people do (Create, Update): a generic client, test only.
+	apps := gentype.NewClient(argoapp.ResourceApplications, argo.RESTClient(), metav1.ParameterCodec, "argocd", func() *argoapp.Application { return &argoapp.Application{} })
 
 	t.Run("status written the way Argo CD writes it gives the right verdicts", func(t *testing.T) {
 		app, err := apps.Create(ctx, desired.DeepCopy(), metav1.CreateOptions{})
@@ -267,12 +270,12 @@ func TestReadiness(t *testing.T) {
 		// Argo CD: automated sync Running with the new comparedTo, Synced/Healthy while the
 		// PostSync hook runs. A plain update: the CRD has no status subresource.
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
-		app.Operation = &argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{Revision: app.Spec.Source.TargetRevision}, InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}}
-		app.Status = argov1alpha1.ApplicationStatus{
-			Sync:           argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argov1alpha1.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
-			Health:         argov1alpha1.AppHealthStatus{Status: "Healthy", LastTransitionTime: &now},
+		app.Operation = &argoapp.Operation{Sync: &argoapp.SyncOperation{Revision: app.Spec.Source.TargetRevision}, InitiatedBy: argoapp.OperationInitiator{Automated: true}}
+		app.Status = argoapp.ApplicationStatus{
+			Sync:           argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argoapp.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
+			Health:         argoapp.AppHealthStatus{Status: "Healthy", LastTransitionTime: &now},
 			ReconciledAt:   &now,
-			OperationState: &argov1alpha1.OperationState{Phase: synccommon.OperationRunning, Message: "waiting for completion of hook batch/Job/gpu-operator-post", StartedAt: now, Operation: *app.Operation.DeepCopy()},
+			OperationState: &argoapp.OperationState{Phase: argoapp.OperationRunning, Message: "waiting for completion of hook batch/Job/gpu-operator-post", StartedAt: now, Operation: *app.Operation.DeepCopy()},
 		}
 		if app, err = apps.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
@@ -283,10 +286,10 @@ func TestReadiness(t *testing.T) {
 		}
 		// The sync succeeds: Argo CD clears .operation in the same write.
 		app.Operation = nil
-		app.Status.OperationState.Phase = synccommon.OperationSucceeded
+		app.Status.OperationState.Phase = argoapp.OperationSucceeded
 		app.Status.OperationState.Message = "successfully synced (no more tasks)"
 		app.Status.OperationState.FinishedAt = &now
-		app.Status.OperationState.SyncResult = &argov1alpha1.SyncOperationResult{Revision: app.Spec.Source.TargetRevision, Source: *app.Spec.Source.DeepCopy()}
+		app.Status.OperationState.SyncResult = &argoapp.SyncOperationResult{Revision: app.Spec.Source.TargetRevision, Source: *app.Spec.Source.DeepCopy()}
 		if _, err = apps.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}

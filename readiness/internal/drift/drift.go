@@ -11,10 +11,10 @@ import (
 	"sort"
 	"strings"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -53,7 +53,7 @@ var annotationsFromLive = map[string]bool{
 // Detect compares live with desired, the Application appspec.Build renders for it. An
 // Application under an approved Remove step (annotation delete-rollout) has no drift: the
 // applier changed it on purpose.
-func Detect(live, desired *argov1alpha1.Application) Report {
+func Detect(live, desired *argoapp.Application) Report {
 	if _, removing := live.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
 		return Report{}
 	}
@@ -108,7 +108,7 @@ func touches(path string, paths []string) bool {
 }
 
 // classify names the kind of a differing field path.
-func classify(path string, live *argov1alpha1.Application) string {
+func classify(path string, live *argoapp.Application) string {
 	switch {
 	case under(path, ".spec.source.helm.valuesObject"):
 		return bus.DriftValues
@@ -128,7 +128,7 @@ func under(path, prefix string) bool {
 	return path == prefix || strings.HasPrefix(path, prefix+".")
 }
 
-func automated(app *argov1alpha1.Application) bool {
+func automated(app *argoapp.Application) bool {
 	sp := app.Spec.SyncPolicy
 	if sp == nil || sp.Automated == nil {
 		return false
@@ -176,7 +176,7 @@ type takeover struct{ manager, path string }
 // takenOver lists fields the operator applies that another manager now owns and the operator no
 // longer does: what a forced apply or an update by someone else leaves in managedFields. A
 // field owned by both (the same value applied twice) is not drift.
-func takenOver(live, desired *argov1alpha1.Application) []takeover {
+func takenOver(live, desired *argoapp.Application) []takeover {
 	var ours map[string]bool
 	var others []metav1.ManagedFieldsEntry
 	for _, e := range live.ManagedFields {

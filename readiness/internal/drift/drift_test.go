@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
@@ -30,7 +30,7 @@ var (
 	}
 )
 
-func desired(t *testing.T, suspend bool) *argov1alpha1.Application {
+func desired(t *testing.T, suspend bool) *argoapp.Application {
 	t.Helper()
 	r := release
 	app, err := appspec.Build(settings, appspec.Input{
@@ -46,9 +46,9 @@ func desired(t *testing.T, suspend bool) *argov1alpha1.Application {
 // recorded loads a recorded spec (or nil for the desired one) and managedFields from testdata.
 func recorded(t *testing.T, specFile, fieldsFile string) option {
 	t.Helper()
-	return func(a *argov1alpha1.Application) {
+	return func(a *argoapp.Application) {
 		if specFile != "" {
-			a.Spec = argov1alpha1.ApplicationSpec{}
+			a.Spec = argoapp.ApplicationSpec{}
 			load(t, specFile, &a.Spec)
 		}
 		a.ManagedFields = nil
@@ -67,7 +67,7 @@ func load(t *testing.T, name string, into any) {
 	}
 }
 
-type option func(*argov1alpha1.Application)
+type option func(*argoapp.Application)
 
 func TestDetect(t *testing.T) {
 	tests := map[string]struct {
@@ -86,7 +86,7 @@ func TestDetect(t *testing.T) {
 			},
 		},
 		"kubectl patch turning automated sync off and editing a value: AutoSyncDisabled and Values": {
-			change: []option{recorded(t, "", "10-managedFields-after-patches.json"), func(a *argov1alpha1.Application) {
+			change: []option{recorded(t, "", "10-managedFields-after-patches.json"), func(a *argoapp.Application) {
 				no := false
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 				a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"hand-edited-2","replicas":2}`)
@@ -108,50 +108,50 @@ func TestDetect(t *testing.T) {
 			change: []option{recorded(t, "", "04-managedFields-after-refresh.json")},
 		},
 		"a hand-edited digest is Source drift": {
-			change: []option{func(a *argov1alpha1.Application) { a.Spec.Source.TargetRevision = "sha256:feed" }},
+			change: []option{func(a *argoapp.Application) { a.Spec.Source.TargetRevision = "sha256:feed" }},
 			want:   Report{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.targetRevision"}},
 		},
 		"an added second source is Source drift": {
-			change: []option{func(a *argov1alpha1.Application) {
-				a.Spec.Sources = argov1alpha1.ApplicationSources{*a.Spec.Source.DeepCopy()}
+			change: []option{func(a *argoapp.Application) {
+				a.Spec.Sources = argoapp.ApplicationSources{*a.Spec.Source.DeepCopy()}
 			}},
 			want: Report{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.sources"}},
 		},
 		"another destination namespace is Destination drift": {
-			change: []option{func(a *argov1alpha1.Application) { a.Spec.Destination.Namespace = "elsewhere" }},
+			change: []option{func(a *argoapp.Application) { a.Spec.Destination.Namespace = "elsewhere" }},
 			want:   Report{Kinds: []string{bus.DriftDestination}, Fields: []string{".spec.destination.namespace"}},
 		},
 		"automated sync removed entirely is AutoSyncDisabled": {
-			change: []option{func(a *argov1alpha1.Application) { a.Spec.SyncPolicy.Automated = nil }},
+			change: []option{func(a *argoapp.Application) { a.Spec.SyncPolicy.Automated = nil }},
 			want:   Report{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
 		},
 		"automated sync off under suspendEngine is what was written": {
 			suspended: true,
-			change: []option{func(a *argov1alpha1.Application) {
+			change: []option{func(a *argoapp.Application) {
 				a.Annotations[v1alpha1.AnnotationEngineSuspended] = "true"
 				no := false
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 			}},
 		},
 		"a changed sync option is Other drift": {
-			change: []option{func(a *argov1alpha1.Application) {
-				a.Spec.SyncPolicy.SyncOptions = argov1alpha1.SyncOptions{"CreateNamespace=true"}
+			change: []option{func(a *argoapp.Application) {
+				a.Spec.SyncPolicy.SyncOptions = argoapp.SyncOptions{"CreateNamespace=true"}
 			}},
 			want: Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
 		},
 		"a removed ignoreDifferences entry is Other drift": {
-			change: []option{func(a *argov1alpha1.Application) { a.Spec.IgnoreDifferences = a.Spec.IgnoreDifferences[:2] }},
+			change: []option{func(a *argoapp.Application) { a.Spec.IgnoreDifferences = a.Spec.IgnoreDifferences[:2] }},
 			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.ignoreDifferences"}},
 		},
 		"an edited depends-on annotation and runtime label are Other drift": {
-			change: []option{func(a *argov1alpha1.Application) {
+			change: []option{func(a *argoapp.Application) {
 				a.Annotations[v1alpha1.AnnotationDependsOn] = ""
 				a.Labels[v1alpha1.LabelRuntime] = "other"
 			}},
 			want: Report{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDependsOn, ".metadata.labels." + v1alpha1.LabelRuntime}},
 		},
 		"the step, refresh and Argo CD annotations are not drift": {
-			change: []option{func(a *argov1alpha1.Application) {
+			change: []option{func(a *argoapp.Application) {
 				a.Annotations[v1alpha1.AnnotationStep] = "r-2/1"
 				a.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteUnchanged
 				a.Annotations[v1alpha1.AnnotationRefreshFor] = "r-2/1"
@@ -159,11 +159,11 @@ func TestDetect(t *testing.T) {
 			}},
 		},
 		"the resources finalizer added by hand is FinalizerAdded": {
-			change: []option{func(a *argov1alpha1.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} }},
+			change: []option{func(a *argoapp.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} }},
 			want:   Report{Kinds: []string{bus.DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
 		},
 		"the resources finalizer during an approved Remove step is no drift": {
-			change: []option{func(a *argov1alpha1.Application) {
+			change: []option{func(a *argoapp.Application) {
 				a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
 				a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9"
 				a.Spec.Destination.Namespace = "anything"

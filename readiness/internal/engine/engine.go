@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"time"
 
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 )
@@ -45,12 +45,17 @@ type Status struct {
 	Message string
 }
 
+// ProjectGetter reads an AppProject of the engine namespace.
+type ProjectGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.AppProject, error)
+}
+
 // Checker looks at the cluster once.
 type Checker struct {
 	// Discovery finds the CRDs.
 	Discovery discovery.DiscoveryInterface
-	// Argo reads the AppProject.
-	Argo argoclient.Interface
+	// Projects reads the AppProject; *argoapp.AppProjects of the engine namespace satisfies it.
+	Projects ProjectGetter
 	// Namespace is --engine-namespace; Project is --engine-project.
 	Namespace string
 	Project   string
@@ -78,7 +83,7 @@ func (c *Checker) Check(ctx context.Context) (Status, error) {
 	if len(missing) > 0 {
 		return Status{Reason: v1alpha1.ReasonEngineMissing, Message: fmt.Sprintf("Argo CD's CRDs are not installed (missing %v): install Argo CD v3.4.2 in namespace %s; the operator starts watching Applications once they appear", missing, c.Namespace)}, nil
 	}
-	_, err = c.Argo.ArgoprojV1alpha1().AppProjects(c.Namespace).Get(ctx, c.Project, metav1.GetOptions{})
+	_, err = c.Projects.Get(ctx, c.Project, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return Status{CRDs: true, Reason: v1alpha1.ReasonProjectMissing, Message: fmt.Sprintf("AppProject %s/%s does not exist: every owned Application references it; helm upgrade of the operator chart recreates it (engine.project)", c.Namespace, c.Project)}, nil

@@ -1,18 +1,17 @@
 package fences
 
 import (
-	"testing"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	"testing"
 )
 
 // BenchmarkEvaluate reports evaluations per second of a ready Application and of one in the
 // middle of a sync (the two shapes the watcher sees most).
 func BenchmarkEvaluate(b *testing.B) {
-	for name, in := range map[string]*argov1alpha1.Application{
+	for name, in := range map[string]*argoapp.Application{
 		"ready":   readyApp(),
-		"syncing": readyApp(phase(synccommon.OperationRunning, "waiting for completion of hook")),
+		"syncing": readyApp(phase(argoapp.OperationRunning, "waiting for completion of hook")),
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

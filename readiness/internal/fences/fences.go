@@ -5,11 +5,9 @@ import (
 	"strings"
 	"time"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -74,7 +72,7 @@ type step struct {
 	gate       bool
 }
 
-func stepOf(app *argov1alpha1.Application) step {
+func stepOf(app *argoapp.Application) step {
 	a := app.Annotations
 	_, refreshing := a[v1alpha1.AnnotationArgoRefresh]
 	return step{
@@ -88,7 +86,7 @@ func stepOf(app *argov1alpha1.Application) step {
 
 // Evaluate judges app. It reads only the Application; it never fails: what cannot be judged is
 // an Open or Failed fence with a message saying why.
-func Evaluate(app *argov1alpha1.Application) Verdict {
+func Evaluate(app *argoapp.Application) Verdict {
 	st := stepOf(app)
 	names := []string{v1alpha1.FenceComparedToSpec, v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition}
 	if st.gate {
@@ -131,7 +129,7 @@ func Evaluate(app *argov1alpha1.Application) Verdict {
 
 // guard returns the ComparedToSpec fence of an Application readiness cannot judge at all, and
 // false for one it can.
-func guard(app *argov1alpha1.Application) (v1alpha1.Fence, bool) {
+func guard(app *argoapp.Application) (v1alpha1.Fence, bool) {
 	name := v1alpha1.FenceComparedToSpec
 	switch {
 	case app.DeletionTimestamp != nil:
@@ -144,7 +142,7 @@ func guard(app *argov1alpha1.Application) (v1alpha1.Fence, bool) {
 	return v1alpha1.Fence{}, false
 }
 
-func comparedToSpec(app *argov1alpha1.Application) v1alpha1.Fence {
+func comparedToSpec(app *argoapp.Application) v1alpha1.Fence {
 	name := v1alpha1.FenceComparedToSpec
 	ct := app.Status.Sync.ComparedTo
 	spec := app.Spec.Source
@@ -175,7 +173,7 @@ func comparedToSpec(app *argov1alpha1.Application) v1alpha1.Fence {
 	return passed(name, fmt.Sprintf("Argo CD compared the written spec (%s with its values, to %s)", short(spec.TargetRevision), dest(app.Spec.Destination)))
 }
 
-func syncedAtRevision(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
+func syncedAtRevision(app *argoapp.Application, trusted bool) v1alpha1.Fence {
 	name := v1alpha1.FenceSyncedAtRevision
 	s := app.Status.Sync
 	want := app.Spec.Source.TargetRevision
@@ -183,24 +181,24 @@ func syncedAtRevision(app *argov1alpha1.Application, trusted bool) v1alpha1.Fenc
 		return open(name, untrusted("sync status", syncDesc(s)))
 	}
 	switch s.Status {
-	case argov1alpha1.SyncStatusCodeSynced:
+	case argoapp.SyncStatusCodeSynced:
 		if s.Revision != want {
 			return open(name, fmt.Sprintf("Synced at %s, but the plan's chart digest is %s", short(s.Revision), short(want)))
 		}
 		return passed(name, "Synced at "+short(want))
-	case argov1alpha1.SyncStatusCodeOutOfSync:
+	case argoapp.SyncStatusCodeOutOfSync:
 		msg := fmt.Sprintf("OutOfSync at %s: the cluster does not match the written spec yet", short(s.Revision))
 		if !automated(app) {
 			msg += "; automated sync is off, so Argo CD will not sync by itself"
 		}
 		return open(name, msg)
-	case argov1alpha1.SyncStatusCodeUnknown:
+	case argoapp.SyncStatusCodeUnknown:
 		return open(name, "sync status Unknown: Argo CD could not compare the spec with the cluster (see "+v1alpha1.FenceNoErrorCondition+")")
 	}
 	return open(name, "Argo CD has not reported a sync status yet")
 }
 
-func syncedAfterStep(app *argov1alpha1.Application, st step) v1alpha1.Fence {
+func syncedAfterStep(app *argoapp.Application, st step) v1alpha1.Fence {
 	name := v1alpha1.FenceSyncedAfterStep
 	if st.id == "" {
 		return open(name, "the Application carries no "+v1alpha1.AnnotationStep+" annotation: there is no step to judge it against")
@@ -226,7 +224,7 @@ func syncedAfterStep(app *argov1alpha1.Application, st step) v1alpha1.Fence {
 	}
 	spec := app.Spec.Source
 	os := app.Status.OperationState
-	if os != nil && os.Phase == synccommon.OperationRunning {
+	if os != nil && os.Phase == argoapp.OperationRunning {
 		// .operation stays set while an operation runs, between retries too.
 		if isRetryWait(os) {
 			return open(name, "a sync attempt failed and Argo CD will retry: "+os.Message)
@@ -240,14 +238,14 @@ func syncedAfterStep(app *argov1alpha1.Application, st step) v1alpha1.Fence {
 		return open(name, "no sync operation has run for this spec yet")
 	}
 	switch os.Phase {
-	case synccommon.OperationTerminating:
+	case argoapp.OperationTerminating:
 		return open(name, "the sync is being terminated"+suffix(os.Message))
-	case synccommon.OperationFailed, synccommon.OperationError:
+	case argoapp.OperationFailed, argoapp.OperationError:
 		if forSpec(os, spec) {
 			return failed(name, fmt.Sprintf("the sync of %s failed (%s)%s; Argo CD does not retry it on its own: fix the cause and roll out again", short(spec.TargetRevision), os.Phase, suffix(os.Message)))
 		}
 		return open(name, fmt.Sprintf("the last sync (%s, of an earlier spec) ended %s; waiting for a sync of the written spec", syncedDesc(os), os.Phase))
-	case synccommon.OperationSucceeded:
+	case argoapp.OperationSucceeded:
 	default:
 		return open(name, fmt.Sprintf("operation phase %q", os.Phase))
 	}
@@ -257,7 +255,7 @@ func syncedAfterStep(app *argov1alpha1.Application, st step) v1alpha1.Fence {
 		return open(name, "the last operation succeeded without a sync result; waiting for a sync of the written spec")
 	case sr.Revision != spec.TargetRevision:
 		msg := fmt.Sprintf("the last sync applied %s, the spec is %s", short(sr.Revision), short(spec.TargetRevision))
-		if app.Status.Sync.Status == argov1alpha1.SyncStatusCodeSynced && app.Status.Sync.Revision == spec.TargetRevision {
+		if app.Status.Sync.Status == argoapp.SyncStatusCodeSynced && app.Status.Sync.Revision == spec.TargetRevision {
 			msg += "; Argo CD shows Synced at the new digest but starts no automated sync when a change touches only hooks, so the new hooks have not run"
 			if !st.gate {
 				msg += " (mark the release as a readiness gate to have it synced explicitly)"
@@ -279,7 +277,7 @@ func syncedAfterStep(app *argov1alpha1.Application, st step) v1alpha1.Fence {
 	return passed(name, msg)
 }
 
-func healthy(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
+func healthy(app *argoapp.Application, trusted bool) v1alpha1.Fence {
 	name := v1alpha1.FenceHealthy
 	h := string(app.Status.Health.Status)
 	if !trusted {
@@ -287,7 +285,7 @@ func healthy(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
 	}
 	switch h {
 	case healthHealthy:
-		if hasCondition(app, argov1alpha1.ApplicationConditionComparisonError) {
+		if hasCondition(app, argoapp.ApplicationConditionComparisonError) {
 			return open(name, "health reads Healthy, but Argo CD could not compare (ComparisonError), so no resource was assessed")
 		}
 		return passed(name, "Healthy")
@@ -307,12 +305,12 @@ func healthy(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
 
 // errorConditions are the condition types that mean the spec cannot be compared or synced.
 var errorConditions = []string{
-	argov1alpha1.ApplicationConditionComparisonError,
-	argov1alpha1.ApplicationConditionSyncError,
-	argov1alpha1.ApplicationConditionInvalidSpecError,
+	argoapp.ApplicationConditionComparisonError,
+	argoapp.ApplicationConditionSyncError,
+	argoapp.ApplicationConditionInvalidSpecError,
 }
 
-func noErrorCondition(app *argov1alpha1.Application, trusted bool) v1alpha1.Fence {
+func noErrorCondition(app *argoapp.Application, trusted bool) v1alpha1.Fence {
 	name := v1alpha1.FenceNoErrorCondition
 	var found []string
 	for _, c := range app.Status.Conditions {
@@ -330,19 +328,19 @@ func noErrorCondition(app *argov1alpha1.Application, trusted bool) v1alpha1.Fenc
 	case !trusted:
 		// Until comparedTo shows the written spec, a condition may be left from an earlier one.
 		return open(name, msg+" (may describe an earlier spec: waiting for "+v1alpha1.FenceComparedToSpec+")")
-	case app.Operation != nil || (app.Status.OperationState != nil && app.Status.OperationState.Phase == synccommon.OperationRunning):
+	case app.Operation != nil || (app.Status.OperationState != nil && app.Status.OperationState.Phase == argoapp.OperationRunning):
 		return open(name, msg+" (a sync is pending or running and may clear it)")
 	}
 	return failed(name, msg)
 }
 
-func gateSynced(app *argov1alpha1.Application, st step) v1alpha1.Fence {
+func gateSynced(app *argoapp.Application, st step) v1alpha1.Fence {
 	name := v1alpha1.FenceGateSynced
 	if st.id == "" {
 		return open(name, "the Application carries no "+v1alpha1.AnnotationStep+" annotation: there is no step whose sync to wait for")
 	}
 	os := app.Status.OperationState
-	running := os != nil && os.Phase == synccommon.OperationRunning
+	running := os != nil && os.Phase == argoapp.OperationRunning
 	if op := app.Operation; op != nil && !(running && ours(os.Operation, st.id)) {
 		if ours(*op, st.id) {
 			return open(name, fmt.Sprintf("the sync operation of step %s is requested; Argo CD has not started it", st.id))
@@ -357,11 +355,11 @@ func gateSynced(app *argov1alpha1.Application, st step) v1alpha1.Fence {
 		return open(name, fmt.Sprintf("waiting for the sync operation of step %s, initiated by %s (the applier starts it); last operation: %s", st.id, v1alpha1.FieldManager, last))
 	}
 	switch os.Phase {
-	case synccommon.OperationSucceeded:
+	case argoapp.OperationSucceeded:
 		return passed(name, fmt.Sprintf("the sync operation of step %s succeeded", st.id))
-	case synccommon.OperationFailed, synccommon.OperationError:
+	case argoapp.OperationFailed, argoapp.OperationError:
 		return failed(name, fmt.Sprintf("the sync operation of step %s ended %s%s", st.id, os.Phase, suffix(os.Message)))
-	case synccommon.OperationRunning:
+	case argoapp.OperationRunning:
 		if isRetryWait(os) {
 			return open(name, fmt.Sprintf("an attempt of step %s's sync failed and Argo CD will retry: %s", st.id, os.Message))
 		}
@@ -371,7 +369,7 @@ func gateSynced(app *argov1alpha1.Application, st step) v1alpha1.Fence {
 }
 
 // ours reports whether op is the explicit sync aicr-operator started for step.
-func ours(op argov1alpha1.Operation, stepID string) bool {
+func ours(op argoapp.Operation, stepID string) bool {
 	if op.InitiatedBy.Username != v1alpha1.FieldManager {
 		return false
 	}
@@ -383,7 +381,7 @@ func ours(op argov1alpha1.Operation, stepID string) bool {
 	return false
 }
 
-func stepInfo(op argov1alpha1.Operation) string {
+func stepInfo(op argoapp.Operation) string {
 	for _, i := range op.Info {
 		if i != nil && i.Name == appspec.StepInfoName {
 			return " for step " + i.Value
@@ -394,7 +392,7 @@ func stepInfo(op argov1alpha1.Operation) string {
 
 // forSpec reports whether a finished operation was a sync of spec: its result (or, when it
 // produced none, its request) names the same revision and source.
-func forSpec(os *argov1alpha1.OperationState, spec *argov1alpha1.ApplicationSource) bool {
+func forSpec(os *argoapp.OperationState, spec *argoapp.ApplicationSource) bool {
 	if sr := os.SyncResult; sr != nil && sr.Revision != "" {
 		return sr.Revision == spec.TargetRevision && appspec.EqualSource(&sr.Source, spec)
 	}
@@ -405,11 +403,11 @@ func forSpec(os *argov1alpha1.OperationState, spec *argov1alpha1.ApplicationSour
 	return sync.Source == nil || appspec.EqualSource(sync.Source, spec)
 }
 
-func isRetryWait(os *argov1alpha1.OperationState) bool {
+func isRetryWait(os *argoapp.OperationState) bool {
 	return strings.Contains(os.Message, retryMarker)
 }
 
-func hasCondition(app *argov1alpha1.Application, t string) bool {
+func hasCondition(app *argoapp.Application, t string) bool {
 	for _, c := range app.Status.Conditions {
 		if c.Type == t {
 			return true
@@ -418,7 +416,7 @@ func hasCondition(app *argov1alpha1.Application, t string) bool {
 	return false
 }
 
-func automated(app *argov1alpha1.Application) bool {
+func automated(app *argoapp.Application) bool {
 	sp := app.Spec.SyncPolicy
 	if sp == nil || sp.Automated == nil {
 		return false
@@ -426,7 +424,7 @@ func automated(app *argov1alpha1.Application) bool {
 	return sp.Automated.Enabled == nil || *sp.Automated.Enabled
 }
 
-func observed(app *argov1alpha1.Application) bus.ObservedStatus {
+func observed(app *argoapp.Application) bus.ObservedStatus {
 	o := bus.ObservedStatus{
 		SyncStatus:      string(app.Status.Sync.Status),
 		Revision:        app.Status.Sync.Revision,
@@ -443,7 +441,7 @@ func observed(app *argov1alpha1.Application) bus.ObservedStatus {
 	return o
 }
 
-func initiator(i argov1alpha1.OperationInitiator) string {
+func initiator(i argoapp.OperationInitiator) string {
 	switch {
 	case i.Username != "" && i.Automated:
 		return i.Username + " (automated)"
@@ -464,7 +462,7 @@ func untrusted(what, shown string) string {
 	return fmt.Sprintf("not judged until %s passes: the %s (%s) is from the comparison of an earlier spec", v1alpha1.FenceComparedToSpec, what, shown)
 }
 
-func syncDesc(s argov1alpha1.SyncStatus) string {
+func syncDesc(s argoapp.SyncStatus) string {
 	if s.Status == "" {
 		return ""
 	}
@@ -474,7 +472,7 @@ func syncDesc(s argov1alpha1.SyncStatus) string {
 	return fmt.Sprintf("%s at %s", s.Status, short(s.Revision))
 }
 
-func syncedDesc(os *argov1alpha1.OperationState) string {
+func syncedDesc(os *argoapp.OperationState) string {
 	if os.SyncResult != nil && os.SyncResult.Revision != "" {
 		return "of " + short(os.SyncResult.Revision)
 	}
@@ -484,7 +482,7 @@ func syncedDesc(os *argov1alpha1.OperationState) string {
 	return "of an unknown revision"
 }
 
-func dest(d argov1alpha1.ApplicationDestination) string {
+func dest(d argoapp.ApplicationDestination) string {
 	server := d.Server
 	if server == "" {
 		server = d.Name

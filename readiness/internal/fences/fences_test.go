@@ -6,15 +6,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/argoproj/argo-cd/gitops-engine/pkg/health"
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
 const (
@@ -29,22 +27,22 @@ const (
 var finished = metav1.NewTime(time.Date(2026, 11, 30, 4, 43, 57, 0, time.UTC))
 
 // option changes a test Application.
-type option func(*argov1alpha1.Application)
+type option func(*argoapp.Application)
 
-func source(digest, values string) argov1alpha1.ApplicationSource {
-	return argov1alpha1.ApplicationSource{
+func source(digest, values string) argoapp.ApplicationSource {
+	return argoapp.ApplicationSource{
 		RepoURL: repo, Path: ".", TargetRevision: digest,
-		Helm: &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(values)}},
+		Helm: &argoapp.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(values)}},
 	}
 }
 
 // readyApp is an Application written by step testStep (step-write changed) at digestWeb2 with
 // newVals that Argo CD compared, synced (automated) and found healthy: every fence passes.
 // Options move it away from that.
-func readyApp(opts ...option) *argov1alpha1.Application {
+func readyApp(opts ...option) *argoapp.Application {
 	src := source(digestWeb2, newVals)
 	yes := true
-	app := &argov1alpha1.Application{
+	app := &argoapp.Application{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "gpu-operator", Namespace: "argocd", ResourceVersion: "42",
 			Annotations: map[string]string{
@@ -52,25 +50,25 @@ func readyApp(opts ...option) *argov1alpha1.Application {
 				v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
 			},
 		},
-		Spec: argov1alpha1.ApplicationSpec{
+		Spec: argoapp.ApplicationSpec{
 			Project:     "aicr",
 			Source:      src.DeepCopy(),
-			Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: ns},
-			SyncPolicy:  &argov1alpha1.SyncPolicy{Automated: &argov1alpha1.SyncPolicyAutomated{Enabled: &yes, Prune: &yes, SelfHeal: &yes}},
+			Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: ns},
+			SyncPolicy:  &argoapp.SyncPolicy{Automated: &argoapp.SyncPolicyAutomated{Enabled: &yes, Prune: &yes, SelfHeal: &yes}},
 		},
-		Status: argov1alpha1.ApplicationStatus{
-			Sync: argov1alpha1.SyncStatus{
-				Status:     argov1alpha1.SyncStatusCodeSynced,
+		Status: argoapp.ApplicationStatus{
+			Sync: argoapp.SyncStatus{
+				Status:     argoapp.SyncStatusCodeSynced,
 				Revision:   digestWeb2,
-				ComparedTo: argov1alpha1.ComparedTo{Source: *src.DeepCopy(), Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: ns}},
+				ComparedTo: argoapp.ComparedTo{Source: *src.DeepCopy(), Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: ns}},
 			},
-			Health:       argov1alpha1.AppHealthStatus{Status: "Healthy"},
+			Health:       argoapp.AppHealthStatus{Status: "Healthy"},
 			ReconciledAt: &finished,
-			OperationState: &argov1alpha1.OperationState{
-				Operation:  argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{Revision: digestWeb2}, InitiatedBy: argov1alpha1.OperationInitiator{Automated: true}},
-				Phase:      synccommon.OperationSucceeded,
+			OperationState: &argoapp.OperationState{
+				Operation:  argoapp.Operation{Sync: &argoapp.SyncOperation{Revision: digestWeb2}, InitiatedBy: argoapp.OperationInitiator{Automated: true}},
+				Phase:      argoapp.OperationSucceeded,
 				Message:    "successfully synced (no more tasks)",
-				SyncResult: &argov1alpha1.SyncOperationResult{Revision: digestWeb2, Source: *src.DeepCopy()},
+				SyncResult: &argoapp.SyncOperationResult{Revision: digestWeb2, Source: *src.DeepCopy()},
 				StartedAt:  finished,
 				FinishedAt: &finished,
 			},
@@ -83,31 +81,31 @@ func readyApp(opts ...option) *argov1alpha1.Application {
 }
 
 func withAnnotation(k, v string) option {
-	return func(a *argov1alpha1.Application) { a.Annotations[k] = v }
+	return func(a *argoapp.Application) { a.Annotations[k] = v }
 }
 
 func withoutAnnotation(k string) option {
-	return func(a *argov1alpha1.Application) { delete(a.Annotations, k) }
+	return func(a *argoapp.Application) { delete(a.Annotations, k) }
 }
 
 // comparedTo sets what Argo CD last compared (and the sync revision it reported with it).
 func comparedTo(digest, values string) option {
-	return func(a *argov1alpha1.Application) {
+	return func(a *argoapp.Application) {
 		a.Status.Sync.ComparedTo.Source = source(digest, values)
 		a.Status.Sync.Revision = digest
 	}
 }
 
-func syncStatus(s argov1alpha1.SyncStatusCode) option {
-	return func(a *argov1alpha1.Application) { a.Status.Sync.Status = s }
+func syncStatus(s argoapp.SyncStatusCode) option {
+	return func(a *argoapp.Application) { a.Status.Sync.Status = s }
 }
 
 func withHealth(h string) option {
-	return func(a *argov1alpha1.Application) { a.Status.Health.Status = health.HealthStatusCode(h) }
+	return func(a *argoapp.Application) { a.Status.Health.Status = argoapp.HealthStatusCode(h) }
 }
 
-func phase(p synccommon.OperationPhase, msg string) option {
-	return func(a *argov1alpha1.Application) {
+func phase(p argoapp.OperationPhase, msg string) option {
+	return func(a *argoapp.Application) {
 		a.Status.OperationState.Phase = p
 		a.Status.OperationState.Message = msg
 	}
@@ -115,29 +113,29 @@ func phase(p synccommon.OperationPhase, msg string) option {
 
 // lastSync sets the revision and values the last sync applied.
 func lastSync(digest, values string) option {
-	return func(a *argov1alpha1.Application) {
-		a.Status.OperationState.SyncResult = &argov1alpha1.SyncOperationResult{Revision: digest, Source: source(digest, values)}
-		a.Status.OperationState.Operation.Sync = &argov1alpha1.SyncOperation{Revision: digest}
+	return func(a *argoapp.Application) {
+		a.Status.OperationState.SyncResult = &argoapp.SyncOperationResult{Revision: digest, Source: source(digest, values)}
+		a.Status.OperationState.Operation.Sync = &argoapp.SyncOperation{Revision: digest}
 	}
 }
 
-func operationRequested(by argov1alpha1.OperationInitiator, info ...*argov1alpha1.Info) option {
-	return func(a *argov1alpha1.Application) {
-		a.Operation = &argov1alpha1.Operation{Sync: &argov1alpha1.SyncOperation{Revision: a.Spec.Source.TargetRevision}, InitiatedBy: by, Info: info}
+func operationRequested(by argoapp.OperationInitiator, info ...*argoapp.Info) option {
+	return func(a *argoapp.Application) {
+		a.Operation = &argoapp.Operation{Sync: &argoapp.SyncOperation{Revision: a.Spec.Source.TargetRevision}, InitiatedBy: by, Info: info}
 	}
 }
 
 // ourOperation makes the last operation the explicit sync aicr-operator started for stepID.
 func ourOperation(stepID string) option {
-	return func(a *argov1alpha1.Application) {
-		a.Status.OperationState.Operation.InitiatedBy = argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}
-		a.Status.OperationState.Operation.Info = []*argov1alpha1.Info{{Name: appspec.StepInfoName, Value: stepID}}
+	return func(a *argoapp.Application) {
+		a.Status.OperationState.Operation.InitiatedBy = argoapp.OperationInitiator{Username: v1alpha1.FieldManager}
+		a.Status.OperationState.Operation.Info = []*argoapp.Info{{Name: appspec.StepInfoName, Value: stepID}}
 	}
 }
 
 func condition(t, msg string) option {
-	return func(a *argov1alpha1.Application) {
-		a.Status.Conditions = append(a.Status.Conditions, argov1alpha1.ApplicationCondition{Type: t, Message: msg})
+	return func(a *argoapp.Application) {
+		a.Status.Conditions = append(a.Status.Conditions, argoapp.ApplicationCondition{Type: t, Message: msg})
 	}
 }
 
@@ -146,8 +144,8 @@ var (
 	unchanged     = withAnnotation(v1alpha1.AnnotationStepWrite, v1alpha1.StepWriteUnchanged)
 	refreshedStep = withAnnotation(v1alpha1.AnnotationRefreshFor, testStep)
 	refreshSet    = withAnnotation(v1alpha1.AnnotationArgoRefresh, v1alpha1.ArgoRefreshNormal)
-	aicrOperator  = argov1alpha1.OperationInitiator{Username: v1alpha1.FieldManager}
-	ourInfo       = &argov1alpha1.Info{Name: appspec.StepInfoName, Value: testStep}
+	aicrOperator  = argoapp.OperationInitiator{Username: v1alpha1.FieldManager}
+	ourInfo       = &argoapp.Info{Name: appspec.StepInfoName, Value: testStep}
 )
 
 func TestEvaluate(t *testing.T) {
@@ -168,7 +166,7 @@ func TestEvaluate(t *testing.T) {
 		return out
 	}
 	tests := map[string]struct {
-		app *argov1alpha1.Application
+		app *argoapp.Application
 		// want is each fence's state.
 		want states
 		// wantFailed is the verdict's Failed.
@@ -197,22 +195,22 @@ func TestEvaluate(t *testing.T) {
 			fence: v1alpha1.FenceHealthy, says: "not judged until ComparedToSpec passes",
 		},
 		"comparedTo naming another destination namespace describes an earlier spec": {
-			app: readyApp(func(a *argov1alpha1.Application) {
+			app: readyApp(func(a *argoapp.Application) {
 				a.Status.Sync.ComparedTo.Destination.Namespace = "old-ns"
 			}),
 			want:  all(P, states{v1alpha1.FenceComparedToSpec: O, v1alpha1.FenceSyncedAtRevision: O, v1alpha1.FenceHealthy: O}),
 			fence: v1alpha1.FenceComparedToSpec, says: `destination namespace "old-ns"`,
 		},
 		"an Application Argo CD has not compared yet (skeleton status of a new Application)": {
-			app: readyApp(func(a *argov1alpha1.Application) {
-				a.Status = argov1alpha1.ApplicationStatus{}
-			}, operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			app: readyApp(func(a *argoapp.Application) {
+				a.Status = argoapp.ApplicationStatus{}
+			}, operationRequested(argoapp.OperationInitiator{Automated: true})),
 			want:  all(O, states{v1alpha1.FenceNoErrorCondition: P}),
 			fence: v1alpha1.FenceComparedToSpec, says: "has not compared this Application yet",
 		},
 		"Healthy with a ComparisonError (a missing digest) is Failed, and health does not count": {
 			// 07a: sync Unknown, health Healthy with no resources, no operation.
-			app: readyApp(syncStatus(argov1alpha1.SyncStatusCodeUnknown), condition("ComparisonError", "failed to resolve revision"), func(a *argov1alpha1.Application) {
+			app: readyApp(syncStatus(argoapp.SyncStatusCodeUnknown), condition("ComparisonError", "failed to resolve revision"), func(a *argoapp.Application) {
 				a.Status.OperationState = nil
 			}),
 			want:       all(O, states{v1alpha1.FenceComparedToSpec: P, v1alpha1.FenceNoErrorCondition: F}),
@@ -221,8 +219,8 @@ func TestEvaluate(t *testing.T) {
 		},
 		"Healthy while the PostSync hook still runs is not ready": {
 			// 01b/02: health turns Healthy before the hook runs; .operation stays set.
-			app: readyApp(phase(synccommon.OperationRunning, "waiting for completion of hook batch/Job/gpu-operator-post"),
-				operationRequested(argov1alpha1.OperationInitiator{Automated: true}), func(a *argov1alpha1.Application) {
+			app: readyApp(phase(argoapp.OperationRunning, "waiting for completion of hook batch/Job/gpu-operator-post"),
+				operationRequested(argoapp.OperationInitiator{Automated: true}), func(a *argoapp.Application) {
 					a.Status.OperationState.FinishedAt = nil
 				}),
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
@@ -230,32 +228,32 @@ func TestEvaluate(t *testing.T) {
 		},
 		"Running between retries with finishedAt set is Open with Argo CD's retry message": {
 			// 08: a failed attempt keeps phase Running, sets finishedAt and says when it retries.
-			app: readyApp(phase(synccommon.OperationRunning, "one or more synchronization tasks completed unsuccessfully. Retrying attempt #2 at 4:42AM."),
-				operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			app: readyApp(phase(argoapp.OperationRunning, "one or more synchronization tasks completed unsuccessfully. Retrying attempt #2 at 4:42AM."),
+				operationRequested(argoapp.OperationInitiator{Automated: true})),
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
 			fence: v1alpha1.FenceSyncedAfterStep, says: "Argo CD will retry: one or more synchronization tasks completed unsuccessfully. Retrying attempt #2",
 		},
 		"the final failed attempt of a sync of this spec is Failed even though Synced and Healthy": {
 			// 08b: a failing hook leaves Synced/Healthy and no condition; only the phase shows it.
-			app:        readyApp(phase(synccommon.OperationFailed, "one or more synchronization tasks completed unsuccessfully (retried 3 times).")),
+			app:        readyApp(phase(argoapp.OperationFailed, "one or more synchronization tasks completed unsuccessfully (retried 3 times).")),
 			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F}),
 			wantFailed: true,
 			fence:      v1alpha1.FenceSyncedAfterStep, says: "retried 3 times",
 		},
 		"an Error phase of this spec's sync is Failed": {
-			app:        readyApp(phase(synccommon.OperationError, "ComparisonError: rpc error")),
+			app:        readyApp(phase(argoapp.OperationError, "ComparisonError: rpc error")),
 			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F}),
 			wantFailed: true,
 		},
 		"a failed sync of an earlier spec stays Open: the written spec has not been synced yet": {
-			app:   readyApp(phase(synccommon.OperationFailed, "one or more objects failed to apply"), lastSync(digestWeb2, oldVals)),
+			app:   readyApp(phase(argoapp.OperationFailed, "one or more objects failed to apply"), lastSync(digestWeb2, oldVals)),
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
 			fence: v1alpha1.FenceSyncedAfterStep, says: "of an earlier spec",
 		},
 		"a final failed automated sync with SyncError and OutOfSync is Failed twice": {
 			// 07b: namespace missing; retries exhausted.
-			app: readyApp(syncStatus(argov1alpha1.SyncStatusCodeOutOfSync), withHealth("Missing"),
-				phase(synccommon.OperationFailed, `one or more objects failed to apply, reason: namespaces "fx-missing" not found (retried 3 times).`),
+			app: readyApp(syncStatus(argoapp.SyncStatusCodeOutOfSync), withHealth("Missing"),
+				phase(argoapp.OperationFailed, `one or more objects failed to apply, reason: namespaces "fx-missing" not found (retried 3 times).`),
 				condition("SyncError", "Failed last sync attempt")),
 			want:       all(O, states{v1alpha1.FenceComparedToSpec: P, v1alpha1.FenceSyncedAfterStep: F, v1alpha1.FenceNoErrorCondition: F}),
 			wantFailed: true,
@@ -266,8 +264,8 @@ func TestEvaluate(t *testing.T) {
 			fence: v1alpha1.FenceNoErrorCondition, says: "may describe an earlier spec",
 		},
 		"a SyncError while a new sync is already running may still be cleared: Open": {
-			app: readyApp(condition("SyncError", "Failed last sync attempt"), phase(synccommon.OperationRunning, ""),
-				operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			app: readyApp(condition("SyncError", "Failed last sync attempt"), phase(argoapp.OperationRunning, ""),
+				operationRequested(argoapp.OperationInitiator{Automated: true})),
 			want: all(P, states{v1alpha1.FenceSyncedAfterStep: O, v1alpha1.FenceNoErrorCondition: O}),
 		},
 		"hook-only change: Synced at the new digest but the last sync applied the old one": {
@@ -277,12 +275,12 @@ func TestEvaluate(t *testing.T) {
 			fence: v1alpha1.FenceSyncedAfterStep, says: "starts no automated sync when a change touches only hooks",
 		},
 		"a sync operation requested but not started yet is Open": {
-			app:   readyApp(operationRequested(argov1alpha1.OperationInitiator{Automated: true})),
+			app:   readyApp(operationRequested(argoapp.OperationInitiator{Automated: true})),
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
 			fence: v1alpha1.FenceSyncedAfterStep, says: "requested and has not started",
 		},
 		"OutOfSync with automated sync turned off says Argo CD will not sync by itself": {
-			app: readyApp(syncStatus(argov1alpha1.SyncStatusCodeOutOfSync), func(a *argov1alpha1.Application) {
+			app: readyApp(syncStatus(argoapp.SyncStatusCodeOutOfSync), func(a *argoapp.Application) {
 				no := false
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 			}),
@@ -323,21 +321,21 @@ func TestEvaluate(t *testing.T) {
 			fence: v1alpha1.FenceSyncedAfterStep, says: "expected changed or unchanged",
 		},
 		"multi-source Application is never ready (guard)": {
-			app: readyApp(func(a *argov1alpha1.Application) {
-				a.Spec.Sources = argov1alpha1.ApplicationSources{source(digestWeb2, newVals), source(digestWeb1, oldVals)}
+			app: readyApp(func(a *argoapp.Application) {
+				a.Spec.Sources = argoapp.ApplicationSources{source(digestWeb2, newVals), source(digestWeb1, oldVals)}
 			}),
 			want:       all(O, states{v1alpha1.FenceComparedToSpec: F}),
 			wantFailed: true,
 			fence:      v1alpha1.FenceComparedToSpec, says: "spec.sources holds 2 sources",
 		},
 		"an Application without spec.source is never ready (guard)": {
-			app:        readyApp(func(a *argov1alpha1.Application) { a.Spec.Source = nil }),
+			app:        readyApp(func(a *argoapp.Application) { a.Spec.Source = nil }),
 			want:       all(O, states{v1alpha1.FenceComparedToSpec: F}),
 			wantFailed: true,
 			fence:      v1alpha1.FenceComparedToSpec, says: "spec.source is missing",
 		},
 		"an Application being deleted is not ready and not failed": {
-			app:  readyApp(func(a *argov1alpha1.Application) { a.DeletionTimestamp = &finished }),
+			app:  readyApp(func(a *argoapp.Application) { a.DeletionTimestamp = &finished }),
 			want: all(O, nil),
 		},
 		"readiness release whose sync operation succeeded is ready": {
@@ -345,13 +343,13 @@ func TestEvaluate(t *testing.T) {
 			want: all(P, states{v1alpha1.FenceGateSynced: P}),
 		},
 		"readiness release with our operation Running is Open": {
-			app: readyApp(gate, ourOperation(testStep), phase(synccommon.OperationRunning, "waiting for completion of hook batch/Job/gate-check"),
+			app: readyApp(gate, ourOperation(testStep), phase(argoapp.OperationRunning, "waiting for completion of hook batch/Job/gate-check"),
 				operationRequested(aicrOperator, ourInfo)),
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O, v1alpha1.FenceGateSynced: O}),
 			fence: v1alpha1.FenceGateSynced, says: "is running: waiting for completion of hook",
 		},
 		"readiness release with our operation Failed is Failed": {
-			app:        readyApp(gate, ourOperation(testStep), phase(synccommon.OperationFailed, "Job has reached the specified backoff limit")),
+			app:        readyApp(gate, ourOperation(testStep), phase(argoapp.OperationFailed, "Job has reached the specified backoff limit")),
 			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F, v1alpha1.FenceGateSynced: F}),
 			wantFailed: true,
 			fence:      v1alpha1.FenceGateSynced, says: "ended Failed: Job has reached the specified backoff limit",

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
 // The sequences in testdata/ were recorded from a real Argo CD v3.4.2 (testdata/README.md, a copy
@@ -277,19 +277,19 @@ func loadSnapshots(t *testing.T, path string) []snapshot {
 }
 
 // spec is the README's "Application shape used" with this sequence's write.
-func (q sequence) spec() argov1alpha1.ApplicationSpec {
+func (q sequence) spec() argoapp.ApplicationSpec {
 	enabled, yes := !q.automatedOff, true
-	return argov1alpha1.ApplicationSpec{
+	return argoapp.ApplicationSpec{
 		Project: "aicr",
-		Source: &argov1alpha1.ApplicationSource{
+		Source: &argoapp.ApplicationSource{
 			RepoURL:        fixtureRepo + q.chart,
 			Path:           ".",
 			TargetRevision: q.digest,
-			Helm:           &argov1alpha1.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(q.values)}},
+			Helm:           &argoapp.ApplicationSourceHelm{ValuesObject: &runtime.RawExtension{Raw: []byte(q.values)}},
 		},
-		Destination: argov1alpha1.ApplicationDestination{Server: appspec.InClusterServer, Namespace: q.namespace},
-		SyncPolicy: &argov1alpha1.SyncPolicy{
-			Automated:   &argov1alpha1.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
+		Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: q.namespace},
+		SyncPolicy: &argoapp.SyncPolicy{
+			Automated:   &argoapp.SyncPolicyAutomated{Enabled: &enabled, Prune: &yes, SelfHeal: &yes},
 			Retry:       appspec.Retry(),
 			SyncOptions: appspec.SyncOptions(),
 		},
@@ -299,7 +299,7 @@ func (q sequence) spec() argov1alpha1.ApplicationSpec {
 
 // application is the Application as it stood at snapshot s: the recorded status, operation and
 // annotations, with the spec and step annotations the operator wrote.
-func (q sequence) application(t *testing.T, s snapshot) *argov1alpha1.Application {
+func (q sequence) application(t *testing.T, s snapshot) *argoapp.Application {
 	t.Helper()
 	ann := map[string]string{}
 	for k, v := range s.Annotations {
@@ -313,7 +313,7 @@ func (q sequence) application(t *testing.T, s snapshot) *argov1alpha1.Applicatio
 	if q.write == v1alpha1.StepWriteUnchanged && (q.refreshAt < 0 || (q.refreshAt > 0 && s.TMs >= q.refreshAt)) {
 		ann[v1alpha1.AnnotationRefreshFor] = replayStep
 	}
-	app := &argov1alpha1.Application{
+	app := &argoapp.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: "fixture", Namespace: "argocd", Annotations: ann, ResourceVersion: s.ResourceVersion},
 		Spec:       q.spec(),
 	}
@@ -326,13 +326,13 @@ func (q sequence) application(t *testing.T, s snapshot) *argov1alpha1.Applicatio
 		}
 	}
 	if len(s.Operation) > 0 && string(s.Operation) != "null" {
-		app.Operation = &argov1alpha1.Operation{}
+		app.Operation = &argoapp.Operation{}
 		if err := json.Unmarshal(s.Operation, app.Operation); err != nil {
 			t.Fatalf("decode operation at t=%d: %v", s.TMs, err)
 		}
 	}
 	if q.gate && q.opAt > 0 && s.TMs >= q.opAt {
-		info := &argov1alpha1.Info{Name: appspec.StepInfoName, Value: replayStep}
+		info := &argoapp.Info{Name: appspec.StepInfoName, Value: replayStep}
 		if op := app.Operation; op != nil && op.InitiatedBy.Username == v1alpha1.FieldManager {
 			op.Info = append(op.Info, info)
 		}
@@ -345,7 +345,7 @@ func (q sequence) application(t *testing.T, s snapshot) *argov1alpha1.Applicatio
 
 // syncedAndHealthy is the README's rules 1-3 read straight from the raw snapshot JSON: the
 // independent oracle that readiness never runs ahead of.
-func syncedAndHealthy(t *testing.T, app *argov1alpha1.Application, s snapshot) bool {
+func syncedAndHealthy(t *testing.T, app *argoapp.Application, s snapshot) bool {
 	t.Helper()
 	var st map[string]any
 	if err := json.Unmarshal(s.Status, &st); err != nil || st == nil {

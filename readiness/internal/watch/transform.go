@@ -1,35 +1,42 @@
 package watch
 
 import (
+	"bytes"
 	"encoding/json"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/drift"
 )
 
 // Transform trims an Application before the informer caches it to what the evaluator and drift
-// detection read, so that watching 10 000 Applications stays small. It drops status.resources,
-// status.history, status.summary, status.sourceHydrator, comparedTo.ignoreDifferences (never
-// compared), operationState.syncResult.resources and the managedFields entries drift does not
-// read: the controller's (it owns status) and the operator's own updates (refresh annotation,
-// operation). The operator's apply and every other manager's entries stay, cut to their f:spec.
+// detection read, so that watching 10 000 Applications stays small. argoapp decodes no more of
+// the status than readiness reads (no status.resources, history or summary); Transform drops
+// the managedFields entries drift does not read: the controller's (it owns status) and the
+// operator's own updates (refresh annotation, operation). The operator's apply and every other
+// manager's entries stay, cut to their f:spec. And the Helm values Argo CD copies from the spec
+// into status.sync.comparedTo and operationState (syncResult, operation) are kept once: a copy
+// equal to the spec's shares the spec's bytes.
 func Transform(obj any) (any, error) {
-	app, ok := obj.(*argov1alpha1.Application)
+	app, ok := obj.(*argoapp.Application)
 	if !ok {
 		return obj, nil // a tombstone or another type: unchanged
 	}
-	st := &app.Status
-	st.Resources = nil
-	st.History = nil
-	st.Summary = argov1alpha1.ApplicationSummary{}
-	st.SourceHydrator = argov1alpha1.SourceHydratorStatus{}
-	st.Sync.ComparedTo.IgnoreDifferences = nil
-	if os := st.OperationState; os != nil && os.SyncResult != nil {
-		os.SyncResult.Resources = nil
+	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
+		values := src.Helm.ValuesObject
+		shareValues(&app.Status.Sync.ComparedTo.Source, values)
+		if os := app.Status.OperationState; os != nil {
+			if os.SyncResult != nil {
+				shareValues(&os.SyncResult.Source, values)
+			}
+			if os.Operation.Sync != nil {
+				shareValues(os.Operation.Sync.Source, values)
+			}
+		}
 	}
 	if len(app.ManagedFields) > 0 {
 		// A new slice: reusing the old one would keep the dropped entries reachable.
@@ -46,6 +53,16 @@ func Transform(obj any) (any, error) {
 		app.ManagedFields = kept
 	}
 	return app, nil
+}
+
+// shareValues points src's Helm values at values when they are the same bytes.
+func shareValues(src *argoapp.ApplicationSource, values *runtime.RawExtension) {
+	if src == nil || src.Helm == nil || src.Helm.ValuesObject == nil {
+		return
+	}
+	if bytes.Equal(src.Helm.ValuesObject.Raw, values.Raw) {
+		src.Helm.ValuesObject = values
+	}
 }
 
 // specFields keeps only the f:spec part of a field set: drift reads nothing else, and a

@@ -17,9 +17,6 @@ import (
 	"sync"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	argoclient "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned"
-	argoinformers "github.com/argoproj/argo-cd/v3/pkg/client/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +26,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/logging"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -45,6 +43,11 @@ type Publisher interface {
 	Publish(ctx context.Context, subject, id string, m bus.Envelope) error
 }
 
+// ListWatcher gives the list-watch of the Applications matching a label selector.
+type ListWatcher interface {
+	ListWatch(labelSelector string) *cache.ListWatch
+}
+
 // PlanSource returns the plan with a digest.
 type PlanSource interface {
 	Plan(ctx context.Context, digest string) (*plan.Plan, error)
@@ -52,10 +55,9 @@ type PlanSource interface {
 
 // Watcher publishes what it sees of owned Applications.
 type Watcher struct {
-	// Argo lists and watches Applications.
-	Argo argoclient.Interface
-	// Namespace is --engine-namespace.
-	Namespace string
+	// Apps lists and watches the Applications of the engine namespace; *argoapp.Applications
+	// satisfies it.
+	Apps ListWatcher
 	// Settings render the desired Application for drift detection.
 	Settings appspec.Settings
 	// Plans finds the plan an Application names.
@@ -70,7 +72,7 @@ type Watcher struct {
 	// state is what was last published per Application key.
 	state map[string]*published
 	// gone holds the last state of deleted Applications until the worker reports them.
-	gone map[string]*argov1alpha1.Application
+	gone map[string]*argoapp.Application
 }
 
 // published is what the watcher last told the planner about one Application.
@@ -89,14 +91,12 @@ func (w *Watcher) HasSynced() bool {
 func (w *Watcher) Run(ctx context.Context) error {
 	log := logging.From(ctx)
 	w.state = map[string]*published{}
-	w.gone = map[string]*argov1alpha1.Application{}
+	w.gone = map[string]*argoapp.Application{}
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
-	factory := argoinformers.NewSharedInformerFactoryWithOptions(w.Argo, 0,
-		argoinformers.WithNamespace(w.Namespace),
-		argoinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector.String() }))
-	w.informer = factory.Argoproj().V1alpha1().Applications().Informer()
+	w.informer = cache.NewSharedIndexInformer(w.Apps.ListWatch(Selector.String()), &argoapp.Application{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if err := w.informer.SetTransform(Transform); err != nil {
 		return fmt.Errorf("set application transform: %w", err)
 	}
@@ -144,7 +144,7 @@ func (w *Watcher) deleted(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	app, ok := obj.(*argov1alpha1.Application)
+	app, ok := obj.(*argoapp.Application)
 	if !ok {
 		return
 	}
@@ -201,7 +201,7 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 	if !exists {
 		return nil
 	}
-	app, ok := obj.(*argov1alpha1.Application)
+	app, ok := obj.(*argoapp.Application)
 	if !ok {
 		return nil
 	}
@@ -223,7 +223,7 @@ func (w *Watcher) stateFor(key, uid string) *published {
 	return st
 }
 
-func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argov1alpha1.Application) error {
+func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Application) error {
 	w.mu.Lock()
 	if st := w.state[key]; st != nil && st.uid == string(app.UID) {
 		delete(w.state, key)
@@ -248,7 +248,7 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argov1alph
 	return nil
 }
 
-func (w *Watcher) publishVerdict(ctx context.Context, app *argov1alpha1.Application, st *published) error {
+func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, st *published) error {
 	if _, removing := app.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
 		// Under a Remove step the applier reports Removed; a verdict on the old step would
 		// read as that step's readiness.
@@ -294,7 +294,7 @@ func verdictContent(v fences.Verdict) string {
 // transition time and the operation's start and finish). The same observation always gives
 // the same ID, so a restarted watcher's republish is dropped; a verdict that returns after a
 // change (Ready, then Degraded, then Ready again) carries new transition times and a new ID.
-func VerdictID(app *argov1alpha1.Application, content string) string {
+func VerdictID(app *argoapp.Application, content string) string {
 	h := sha256.New()
 	h.Write([]byte(content))
 	fmt.Fprintf(h, "\x00%s", app.UID)
@@ -310,7 +310,7 @@ func VerdictID(app *argov1alpha1.Application, content string) string {
 	return fmt.Sprintf("%s/%s/%s", app.Name, app.Annotations[v1alpha1.AnnotationStep], hex.EncodeToString(h.Sum(nil))[:16])
 }
 
-func (w *Watcher) publishDrift(ctx context.Context, app *argov1alpha1.Application, st *published) error {
+func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, st *published) error {
 	desired, err := w.desired(ctx, app)
 	if err != nil {
 		return err
@@ -354,7 +354,7 @@ func (w *Watcher) publishDrift(ctx context.Context, app *argov1alpha1.Applicatio
 
 // driftID identifies one drift observation: the release, a hash of what drifted and the
 // resourceVersion it was seen at (a drift that returns after being repaired is news again).
-func driftID(app *argov1alpha1.Application, r drift.Report) string {
+func driftID(app *argoapp.Application, r drift.Report) string {
 	raw, _ := json.Marshal(r)
 	sum := sha256.Sum256(raw)
 	return fmt.Sprintf("%s/drift/%s/%s", app.Name, hex.EncodeToString(sum[:])[:16], app.ResourceVersion)
@@ -362,7 +362,7 @@ func driftID(app *argov1alpha1.Application, r drift.Report) string {
 
 // desired renders what the operator wrote for app from the plan it names; nil when that
 // cannot be known (no plan annotation, the plan or release gone), which is logged.
-func (w *Watcher) desired(ctx context.Context, app *argov1alpha1.Application) (*argov1alpha1.Application, error) {
+func (w *Watcher) desired(ctx context.Context, app *argoapp.Application) (*argoapp.Application, error) {
 	digest := app.Annotations[v1alpha1.AnnotationPlanDigest]
 	if digest == "" || w.Plans == nil {
 		return nil, nil

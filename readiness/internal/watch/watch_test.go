@@ -7,25 +7,27 @@ import (
 	"testing"
 	"time"
 
-	synccommon "github.com/argoproj/argo-cd/gitops-engine/pkg/sync/common"
-	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
-	argofake "github.com/argoproj/argo-cd/v3/pkg/client/clientset/versioned/fake"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
 )
 
-func fencesOf(app *argov1alpha1.Application) []v1alpha1.Fence { return fences.Evaluate(app).Fences }
+func fencesOf(app *argoapp.Application) []v1alpha1.Fence { return fences.Evaluate(app).Fences }
 
 // waitTimeout bounds every wait for the watcher to react.
 const waitTimeout = 10 * time.Second
@@ -128,7 +130,7 @@ func testPlan(t testing.TB) (*plan.Plan, *corev1.ConfigMap) {
 
 // written is the Application the applier writes for step stepID, with the status Argo CD
 // writes once the sync of it succeeded.
-func written(t testing.TB, p *plan.Plan, stepID string) *argov1alpha1.Application {
+func written(t testing.TB, p *plan.Plan, stepID string) *argoapp.Application {
 	t.Helper()
 	r, ok := p.Release("gpu-operator")
 	if !ok {
@@ -142,16 +144,13 @@ func written(t testing.TB, p *plan.Plan, stepID string) *argov1alpha1.Applicatio
 	app.ResourceVersion = "1"
 	app.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
 	finished := metav1.NewTime(time.Unix(1_800_000_060, 0))
-	app.Status = argov1alpha1.ApplicationStatus{
-		Sync:   argov1alpha1.SyncStatus{Status: argov1alpha1.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argov1alpha1.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
-		Health: argov1alpha1.AppHealthStatus{Status: "Healthy", LastTransitionTime: &finished},
-		OperationState: &argov1alpha1.OperationState{
-			Phase: synccommon.OperationSucceeded, StartedAt: finished, FinishedAt: &finished,
-			SyncResult: &argov1alpha1.SyncOperationResult{Revision: app.Spec.Source.TargetRevision, Source: *app.Spec.Source.DeepCopy(),
-				Resources: argov1alpha1.ResourceResults{{Name: "x", Kind: "ConfigMap"}}},
+	app.Status = argoapp.ApplicationStatus{
+		Sync:   argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argoapp.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
+		Health: argoapp.AppHealthStatus{Status: "Healthy", LastTransitionTime: &finished},
+		OperationState: &argoapp.OperationState{
+			Phase: argoapp.OperationSucceeded, StartedAt: finished, FinishedAt: &finished,
+			SyncResult: &argoapp.SyncOperationResult{Revision: app.Spec.Source.TargetRevision, Source: *app.Spec.Source.DeepCopy()},
 		},
-		History:   argov1alpha1.RevisionHistories{{ID: 1, Revision: "old"}},
-		Resources: []argov1alpha1.ResourceStatus{{Name: "x", Kind: "ConfigMap"}},
 	}
 	return app
 }
@@ -166,13 +165,67 @@ components:
   values: {replicas: 2}
 `
 
-func startWatcher(t *testing.T, objs ...runtime.Object) (*argofake.Clientset, *recorder, context.CancelFunc) {
+// fakeApps is an in-memory Application API of namespace argocd: the watcher lists and watches
+// it, the tests change it as Argo CD or a person would.
+type fakeApps struct {
+	*gentype.FakeClientWithList[*argoapp.Application, *argoapp.ApplicationList]
+}
+
+func newFakeApps(t *testing.T, objs ...runtime.Object) *fakeApps {
+	t.Helper()
+	tracker := clienttesting.NewObjectTracker(argoapp.Scheme, argoapp.Codecs.UniversalDecoder())
+	for _, o := range objs {
+		if err := tracker.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake := &clienttesting.Fake{}
+	fake.AddReactor("*", "*", clienttesting.ObjectReaction(tracker))
+	fake.AddWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace())
+		return true, w, err
+	})
+	return &fakeApps{gentype.NewFakeClientWithList(fake, "argocd", argoapp.SchemeGroupVersion.WithResource(argoapp.ResourceApplications),
+		argoapp.SchemeGroupVersion.WithKind("Application"),
+		func() *argoapp.Application { return &argoapp.Application{} },
+		func() *argoapp.ApplicationList { return &argoapp.ApplicationList{} },
+		func(dst, src *argoapp.ApplicationList) { dst.ListMeta = src.ListMeta },
+		func(l *argoapp.ApplicationList) []*argoapp.Application {
+			out := make([]*argoapp.Application, len(l.Items))
+			for i := range l.Items {
+				out[i] = &l.Items[i]
+			}
+			return out
+		},
+		func(l *argoapp.ApplicationList, items []*argoapp.Application) {
+			l.Items = make([]argoapp.Application, len(items))
+			for i, a := range items {
+				l.Items[i] = *a
+			}
+		})}
+}
+
+// ListWatch implements ListWatcher.
+func (f *fakeApps) ListWatch(labelSelector string) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = labelSelector
+			return f.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = labelSelector
+			return f.Watch(ctx, opts)
+		},
+	}
+}
+
+func startWatcher(t *testing.T, objs ...runtime.Object) (*fakeApps, *recorder, context.CancelFunc) {
 	t.Helper()
 	_, cm := testPlan(t)
-	argo := argofake.NewSimpleClientset(objs...)
+	apps := newFakeApps(t, objs...)
 	kube := kubefake.NewSimpleClientset(cm)
 	rec := &recorder{}
-	w := &Watcher{Argo: argo, Namespace: "argocd", Settings: testSettings, Publisher: rec,
+	w := &Watcher{Apps: apps, Settings: testSettings, Publisher: rec,
 		Plans: &Plans{ConfigMaps: kube.CoreV1().ConfigMaps("aicr-system")}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -188,7 +241,7 @@ func startWatcher(t *testing.T, objs ...runtime.Object) (*argofake.Clientset, *r
 			t.Errorf("watcher did not stop within %s", waitTimeout)
 		}
 	})
-	return argo, rec, cancel
+	return apps, rec, cancel
 }
 
 func TestWatcherPublishesAVerdictOnlyWhenItChanges(t *testing.T) {
@@ -209,14 +262,14 @@ func TestWatcherPublishesAVerdictOnlyWhenItChanges(t *testing.T) {
 	now := metav1.NewTime(time.Unix(1_800_000_200, 0))
 	app.Status.ReconciledAt = &now
 	app.ResourceVersion = "2"
-	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+	if _, err := argo.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The next step writes new values: the status now describes an earlier spec.
 	app.Annotations[v1alpha1.AnnotationStep] = "r-2/1"
 	app.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"replicas":3}`)
 	app.ResourceVersion = "3"
-	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+	if _, err := argo.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s = rec.waitFor(t, "the verdict of step r-2/1", func(s []sent) bool {
@@ -259,7 +312,7 @@ func TestWatcherReportsDriftAndItsEnd(t *testing.T) {
 	no := false
 	edited.Spec.SyncPolicy.Automated.Enabled = &no
 	edited.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
-	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
+	if _, err := argo.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s := rec.waitFor(t, "a drift report", func(s []sent) bool { return len(drifts(s)) == 1 })
@@ -268,7 +321,7 @@ func TestWatcherReportsDriftAndItsEnd(t *testing.T) {
 	if diff := cmp.Diff(want, got.Kinds); diff != "" {
 		t.Errorf("kinds (-want +got):\n%s", diff)
 	}
-	if _, err := argo.ArgoprojV1alpha1().Applications("argocd").Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+	if _, err := argo.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s = rec.waitFor(t, "drift cleared", func(s []sent) bool { return len(drifts(s)) == 2 })
@@ -287,7 +340,7 @@ func TestWatcherReportsDeletionOutsideARemoveStep(t *testing.T) {
 	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
 	ctx := context.Background()
 	for _, n := range []string{"removed", "gpu-operator"} {
-		if err := argo.ArgoprojV1alpha1().Applications("argocd").Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+		if err := argo.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,9 +370,10 @@ func TestTransformKeepsWhatTheJudgesRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := obj.(*argov1alpha1.Application)
-	if got.Status.Resources != nil || got.Status.History != nil || got.Status.OperationState.SyncResult.Resources != nil {
-		t.Errorf("transform kept resources or history")
+	got := obj.(*argoapp.Application)
+	if got.Status.Sync.ComparedTo.Source.Helm.ValuesObject != got.Spec.Source.Helm.ValuesObject ||
+		got.Status.OperationState.SyncResult.Source.Helm.ValuesObject != got.Spec.Source.Helm.ValuesObject {
+		t.Errorf("transform kept copies of the spec's values in comparedTo and syncResult")
 	}
 	var managers []string
 	for _, e := range got.ManagedFields {
