@@ -236,12 +236,17 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	rv := ""
 	if live != nil {
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
-			(hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "")
+			(hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "") ||
+			outdatedBy(live.Annotations, cmd.Step) != ""
 		if refused && fromCache {
 			return nil, errStale
 		}
 		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
+		}
+		if why := outdatedBy(live.Annotations, cmd.Step); why != "" {
+			logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("outdated command not carried out")
+			return applyResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
 		}
 		if live.DeletionTimestamp != nil {
 			return nil, bus.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
@@ -373,6 +378,10 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 	}
 	if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 		return removeResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
+	}
+	if why := outdatedBy(live.Annotations, cmd.Step); why != "" {
+		logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, cmd.Step.ID).Msg("outdated command not carried out")
+		return removeResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
 	}
 	if cmd.UID != "" && string(live.UID) != cmd.UID {
 		return removeResult(cmd, bus.OutcomeFailed, bus.ResultReasonRecreated, fmt.Sprintf(

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -848,5 +849,37 @@ func TestHandleRemovePublishes(t *testing.T) {
 	}
 	if len(h.pub.sent) != 1 || h.pub.sent[0].Result.Outcome != bus.OutcomeRemoved || h.pub.sent[0].ID != cmd.ID+"/result" {
 		t.Errorf("published %+v; want one Removed result", h.pub.sent)
+	}
+}
+
+// A command redelivered after a later rollout's step wrote the Application is answered
+// Outdated and changes nothing: no apply that would put back the earlier rollout's values,
+// no delete of a release the later rollout installed again.
+func TestOutdatedCommandsAreNotCarriedOut(t *testing.T) {
+	h := newHarness(t)
+	later := func(c *bus.ApplyCommand) {
+		c.Step = bus.StepRef{Rollout: "r-later", Index: 1, ID: "r-later/1", Started: testStarted.Add(time.Hour)}
+		c.Header.ID = "r-later/1/1"
+	}
+	if res := h.apply(t, applyCmd(h.plan, "gpu-operator", 1, later)); res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("later rollout's write: %s (%s)", res.Outcome, res.Message)
+	}
+	h.apps.writes()
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
+	if res.Outcome != bus.OutcomeOutdated || !strings.Contains(res.Message, "r-later/1") {
+		t.Errorf("earlier rollout's redelivered apply: %s (%s), want Outdated naming r-later/1", res.Outcome, res.Message)
+	}
+	rm, err := h.w.Remove(context.Background(), removeCmd("gpu-operator", 3))
+	if err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if rm.Outcome != bus.OutcomeOutdated {
+		t.Errorf("earlier rollout's redelivered remove: %s (%s), want Outdated", rm.Outcome, rm.Message)
+	}
+	if w := h.apps.writes(); len(w) != 0 {
+		t.Errorf("writes %v, want none", verbs(w))
+	}
+	if live := h.apps.live("gpu-operator"); live == nil || live.Annotations[v1alpha1.AnnotationStep] != "r-later/1" {
+		t.Errorf("the Application is not the later rollout's any more: %v", live)
 	}
 }
