@@ -29,10 +29,11 @@ func (s *readCountingStore) GetRollout(ctx context.Context, name string) (*v1alp
 	return s.memStore.GetRollout(ctx, name)
 }
 
-// A verdict reads the rollout once: the copy read under the runtime's lock is the one advanced
-// (a conflict would read it again), so a step does not pay for a second read of every step.
-func TestVerdictReadsTheRolloutOnce(t *testing.T) {
-	p, err := plan.Resolve(chainBundle(3), plan.Inputs{})
+// chainRollout returns a fake clock, a runtime and the initialized rollout of a chain of n
+// releases.
+func chainRollout(t *testing.T, n int) (*clocktesting.FakeClock, *v1alpha1.ClusterRuntime, *v1alpha1.RuntimeRollout) {
+	t.Helper()
+	p, err := plan.Resolve(chainBundle(n), plan.Inputs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +43,13 @@ func TestVerdictReadsTheRolloutOnce(t *testing.T) {
 	r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
 		Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}
 	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
+	return clk, rt, r
+}
+
+// A verdict reads the rollout once: the copy read under the runtime's lock is the one advanced
+// (a conflict would read it again), so a step does not pay for a second read of every step.
+func TestVerdictReadsTheRolloutOnce(t *testing.T) {
+	clk, rt, r := chainRollout(t, 3)
 	store := &readCountingStore{memStore: &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}}
 	pub := &countingPublisher{}
 	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, pub)
@@ -94,16 +102,7 @@ const queueTimeout = 5 * time.Second
 
 // A verdict's reconcile of the runtime waits StatusCoalesce, so one step makes one reconcile.
 func TestVerdictReconcileIsCoalesced(t *testing.T) {
-	p, err := plan.Resolve(chainBundle(3), plan.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}}
-	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
-	r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
-		Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}
-	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
+	clk, rt, r := chainRollout(t, 3)
 	store := &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}
 	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
 	defer c.queue.ShutDown()
@@ -122,7 +121,7 @@ func TestVerdictReconcileIsCoalesced(t *testing.T) {
 		t.Fatalf("%d runtimes queued at once, want none before StatusCoalesce", n)
 	}
 	clk.Step(StatusCoalesce)
-	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, queueTimeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, queueTimeout, true, func(context.Context) (bool, error) {
 		return c.queue.Len() == 1, nil
 	})
 	if err != nil {
@@ -145,16 +144,7 @@ func (s *writeCountingStore) UpdateRolloutStatus(ctx context.Context, r *v1alpha
 // not write the whole rollout; the next write carries it, or the reconcile once the note
 // waited NoteDelay. A result that decides something (Blocked here) is written at once.
 func TestWrittenResultIsANote(t *testing.T) {
-	p, err := plan.Resolve(chainBundle(3), plan.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}}
-	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
-	r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
-		Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}
-	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
+	clk, rt, r := chainRollout(t, 3)
 	store := &writeCountingStore{memStore: &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}}
 	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
 	defer c.queue.ShutDown()
