@@ -108,8 +108,15 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOn
 		c.queue.AddAfter(runtime, NoteDelay)
 		return nil
 	}
-	if _, _, err := c.advanceFrom(ctx, rt, name, r, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }); err != nil {
+	_, res, err := c.advanceFrom(ctx, rt, name, r, func(r *v1alpha1.RuntimeRollout) { observe(rt, r) })
+	if err != nil {
 		return err
+	}
+	if res.Ended != "" {
+		// The rollout ended: the runtime's Ready condition and active plan change now, not
+		// after the coalescing delay meant for the steps in between.
+		c.queue.Add(runtime)
+		return nil
 	}
 	c.queue.AddAfter(runtime, StatusCoalesce)
 	return nil

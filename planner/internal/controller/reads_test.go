@@ -214,3 +214,27 @@ func TestNotesKeepTheirFirstTime(t *testing.T) {
 		t.Fatalf("applied %v, want the latest observation only", applied)
 	}
 }
+
+// The verdict that ends a rollout queues the runtime at once: its Ready condition and active
+// plan do not wait for StatusCoalesce.
+func TestVerdictEndingTheRolloutReconcilesAtOnce(t *testing.T) {
+	clk, rt, r := chainRollout(t, 1)
+	store := &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}
+	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
+	defer c.queue.ShutDown()
+	ctx := context.Background()
+	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
+		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: rollout.StepID(r.Name, 1), Ready: true})
+	if err := c.handleVerdict(ctx, &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if phase := store.rollouts[r.Name].Status.Phase; phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("rollout %s after the last verdict, want Succeeded", phase)
+	}
+	if n := c.queue.Len(); n != 1 {
+		t.Fatalf("%d runtimes queued at once after the rollout ended, want 1", n)
+	}
+}
