@@ -100,22 +100,36 @@ func TestSameGeneration(t *testing.T) {
 // queueTimeout bounds the wait for the delaying queue's goroutine to move an item.
 const queueTimeout = 5 * time.Second
 
-// A verdict's reconcile of the runtime waits StatusCoalesce, so one step makes one reconcile.
-func TestVerdictReconcileIsCoalesced(t *testing.T) {
-	clk, rt, r := chainRollout(t, 3)
+// startedChain is a controller over an in-memory store whose chain rollout of n releases has
+// its first step in flight.
+func startedChain(t *testing.T, n int) (*clocktesting.FakeClock, *Controller, *memStore, *v1alpha1.RuntimeRollout) {
+	t.Helper()
+	clk, rt, r := chainRollout(t, n)
 	store := &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}
 	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
-	defer c.queue.ShutDown()
-	ctx := context.Background()
-	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
+	t.Cleanup(c.queue.ShutDown)
+	if _, _, err := c.advance(context.Background(), rt, r.Name, nil); err != nil {
 		t.Fatal(err)
 	}
+	return clk, c, store, r
+}
+
+// readyVerdict delivers readiness's ready verdict for the rollout's first step.
+func readyVerdict(t *testing.T, c *Controller, store *memStore, rolloutName string) {
+	t.Helper()
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
-		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: rollout.StepID(r.Name, 1), Ready: true})
+		Release: store.rollouts[rolloutName].Status.Steps[0].Release, StepID: rollout.StepID(rolloutName, 1), Ready: true})
+	if err := c.handleVerdict(context.Background(), &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A verdict's reconcile of the runtime waits StatusCoalesce, so one step makes one reconcile.
+func TestVerdictReconcileIsCoalesced(t *testing.T) {
+	clk, c, store, r := startedChain(t, 3)
+	ctx := context.Background()
 	for range 2 { // a redelivery: still one reconcile
-		if err := c.handleVerdict(ctx, &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
-			t.Fatal(err)
-		}
+		readyVerdict(t, c, store, r.Name)
 	}
 	if n := c.queue.Len(); n != 0 {
 		t.Fatalf("%d runtimes queued at once, want none before StatusCoalesce", n)
@@ -218,19 +232,8 @@ func TestNotesKeepTheirFirstTime(t *testing.T) {
 // The verdict that ends a rollout queues the runtime at once: its Ready condition and active
 // plan do not wait for StatusCoalesce.
 func TestVerdictEndingTheRolloutReconcilesAtOnce(t *testing.T) {
-	clk, rt, r := chainRollout(t, 1)
-	store := &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{r.Name: r}}
-	c := New(Config{Name: "planner", Namespace: "aicr-system", Clock: clk}, store, &countingPublisher{})
-	defer c.queue.ShutDown()
-	ctx := context.Background()
-	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
-		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: rollout.StepID(r.Name, 1), Ready: true})
-	if err := c.handleVerdict(ctx, &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
-		t.Fatal(err)
-	}
+	_, c, store, r := startedChain(t, 1)
+	readyVerdict(t, c, store, r.Name)
 	if phase := store.rollouts[r.Name].Status.Phase; phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("rollout %s after the last verdict, want Succeeded", phase)
 	}
