@@ -20,15 +20,15 @@ func TestOutdatedBy(t *testing.T) {
 		step        bus.StepRef
 		outdated    bool
 	}{
-		"a later rollout's step wrote it":              {annotations: written("r-new/5", t0.Add(2*time.Second)), step: step, outdated: true},
-		"an earlier rollout's step wrote it":           {annotations: written("r-older/2", t0.Add(-time.Minute)), step: step},
-		"a later step in the same second":              {annotations: written("r-new/5", t0), step: step},
-		"the same step wrote it (a retry)":             {annotations: written("r-old/6", t0.Add(time.Minute)), step: step},
-		"another step of the same rollout":             {annotations: written("r-old/2", t0.Add(time.Minute)), step: step},
-		"a repair wrote it since":                      {annotations: written("repair/0123456789ab/suspend-g3", t0.Add(time.Minute)), step: step},
-		"never written by a step":                      {annotations: map[string]string{}, step: step},
-		"an unreadable start":                          {annotations: map[string]string{v1alpha1.AnnotationStep: "r-new/5", v1alpha1.AnnotationStepStarted: "yesterday"}, step: step},
-		"a repair command is not a rollout step":       {annotations: written("r-new/5", t0.Add(time.Minute)), step: bus.StepRef{ID: "repair/0123456789ab/tag", Started: t0}},
+		"a later rollout's step wrote it":             {annotations: written("r-new/5", t0.Add(2*time.Second)), step: step, outdated: true},
+		"an earlier rollout's step wrote it":          {annotations: written("r-older/2", t0.Add(-time.Minute)), step: step},
+		"a later step in the same second":             {annotations: written("r-new/5", t0), step: step},
+		"the same step wrote it (a retry)":            {annotations: written("r-old/6", t0.Add(time.Minute)), step: step},
+		"another step of the same rollout":            {annotations: written("r-old/2", t0.Add(time.Minute)), step: step},
+		"a repair wrote it since":                     {annotations: written("repair/0123456789ab/suspend-g3", t0.Add(time.Minute)), step: step},
+		"never written by a step":                     {annotations: map[string]string{}, step: step},
+		"an unreadable start":                         {annotations: map[string]string{v1alpha1.AnnotationStep: "r-new/5", v1alpha1.AnnotationStepStarted: "yesterday"}, step: step},
+		"a repair command is not a rollout step":      {annotations: written("r-new/5", t0.Add(time.Minute)), step: bus.StepRef{ID: "repair/0123456789ab/tag", Started: t0}},
 		"a command without a start is never outdated": {annotations: written("r-new/5", t0.Add(time.Minute)), step: bus.StepRef{Rollout: "r-old", ID: "r-old/6"}},
 	}
 	for name, tc := range tests {

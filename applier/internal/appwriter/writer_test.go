@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
