@@ -31,5 +31,10 @@ minors=$(go list -m k8s.io/api k8s.io/apimachinery k8s.io/client-go k8s.io/apiex
 if [ "$(echo "$minors" | wc -l)" -ne 1 ]; then
   echo "  more than one k8s.io minor version in the workspace: $(echo $minors)"; fail=1
 fi
+echo "verify: gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "  not gofmt-ed (run gofmt -w):"; echo "$unformatted" | sed 's/^/    /'; fail=1
+fi
 [ "$fail" = 0 ] && echo "verify: ok"
 exit $fail
