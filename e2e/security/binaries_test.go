@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +40,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -77,8 +77,8 @@ func (b *lockedBuffer) String() string {
 // it with SIGTERM when the test ends, requiring exit 0. It returns the process's output.
 func startBinary(t *testing.T, name string, args ...string) *lockedBuffer {
 	t.Helper()
-	health := freeAddr(t)
-	args = append(args, "--health-addr="+health, "--metrics-addr="+freeAddr(t), "--log-format=json", "--log-level=debug")
+	health := servicetest.FreeAddr(t)
+	args = append(args, "--health-addr="+health, "--metrics-addr="+servicetest.FreeAddr(t), "--log-format=json", "--log-level=debug")
 	out := &lockedBuffer{}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -123,15 +123,6 @@ func startBinary(t *testing.T, name string, args ...string) *lockedBuffer {
 		t.Fatalf("%v; output:\n%s", err, out)
 	}
 	return out
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	p, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(p)
 }
 
 // servingCert writes a self-signed serving certificate for 127.0.0.1 and returns the files and
@@ -219,7 +210,7 @@ components:
 			"--kubeconfig=" + env.Kubeconfig, "--namespace=aicr-system"}
 	}
 	certFile, keyFile, pool := servingCert(t)
-	hook := freeAddr(t)
+	hook := servicetest.FreeAddr(t)
 	admissionOut := startBinary(t, "admission", append(nats("admission"),
 		"--tls-cert-file="+certFile, "--tls-key-file="+keyFile, "--webhook-addr="+hook, "--engine-namespace=argocd",
 		"--operator-identities=system:serviceaccount:aicr-system:aicr-operator-applier")...)

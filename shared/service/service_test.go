@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 )
 
 // waitTimeout bounds every wait in these tests.
@@ -228,7 +229,7 @@ func TestServeMetricsOnTheHealthPort(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	defer b.Close()
-	b.opts.HealthAddr = freeAddr(t)
+	b.opts.HealthAddr = servicetest.FreeAddr(t)
 	b.opts.MetricsAddr = b.opts.HealthAddr
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -245,17 +246,6 @@ func TestServeMetricsOnTheHealthPort(t *testing.T) {
 	}
 	cancel()
 	_ = g.Wait()
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func TestStartRefusesBadOptions(t *testing.T) {

@@ -8,11 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +20,7 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 )
 
 const (
@@ -34,58 +31,17 @@ const (
 	applier     = "system:serviceaccount:aicr-system:aicr-operator-applier"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // fakeAPIServer answers the API server's /readyz, the only call the webhook makes when no
 // ClusterRuntime is reviewed; it returns a kubeconfig for it.
 func fakeAPIServer(t *testing.T) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return servicetest.FakeAPIServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			_, _ = io.WriteString(w, "ok")
 			return
 		}
 		http.NotFound(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: fake, cluster: {server: %q}}]
-users: [{name: fake, user: {token: test}}]
-contexts: [{name: fake, context: {cluster: fake, user: fake}}]
-current-context: fake
-`, srv.URL)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// poll calls f until it returns nil or timeout passes.
-func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		<-tick.C
-	}
+	})
 }
 
 // TestBinaryStartsServesAndStopsCleanly runs the binary against an in-process NATS: /readyz
@@ -95,7 +51,7 @@ func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 	ns := natstest.Start(t)
 	pair := testcert.New(t)
 	certFile, keyFile := pair.Write(t, t.TempDir())
-	health, metrics, hook := freeAddr(t), freeAddr(t), freeAddr(t)
+	health, metrics, hook := servicetest.FreeAddr(t), servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	args := []string{
 		"--nats-url=" + ns.URL, "--kubeconfig=" + fakeAPIServer(t),
 		"--health-addr=" + health, "--metrics-addr=" + metrics, "--webhook-addr=" + hook,
@@ -109,7 +65,7 @@ func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 	exit := make(chan int, 1)
 	go func() { exit <- Main(ctx, args, &stderr) }()
 
-	poll(t, startTimeout, "/readyz", func() error {
+	servicetest.Poll(t, startTimeout, "/readyz", func() error {
 		resp, err := http.Get("http://" + health + "/readyz")
 		if err != nil {
 			return err
@@ -139,7 +95,7 @@ func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 
 	_, js := ns.Connect(t)
 	var got bus.AdmissionDenial
-	poll(t, startTimeout, "audit record", func() error {
+	servicetest.Poll(t, startTimeout, "audit record", func() error {
 		stream, err := js.Stream(t.Context(), bus.StreamEvents)
 		if err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -437,7 +438,7 @@ func TestInvalidRuntimeCatalog(t *testing.T) {
 			}
 			var err error
 			// The API server takes a moment to start calling a newly registered webhook.
-			poll(t, webhookActiveTimeout, "refused", func() error {
+			servicetest.Poll(t, webhookActiveTimeout, "refused", func() error {
 				_, err = client.Create(ctx, rt, metav1.CreateOptions{})
 				if err == nil {
 					_ = admin.Delete(context.WithoutCancel(ctx), objName, metav1.DeleteOptions{})
@@ -518,14 +519,14 @@ func startWebhook(t *testing.T, env *testenv.Env) {
 	nats := natstest.Start(t)
 	pair := testcert.New(t)
 	certFile, keyFile := pair.Write(t, t.TempDir())
-	hook := freeAddr(t)
+	hook := servicetest.FreeAddr(t)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	exit := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
 		exit <- Main(runCtx, []string{
 			"--nats-url=" + nats.URL, "--kubeconfig=" + env.Kubeconfig,
-			"--health-addr=" + freeAddr(t), "--metrics-addr=" + freeAddr(t), "--webhook-addr=" + hook,
+			"--health-addr=" + servicetest.FreeAddr(t), "--metrics-addr=" + servicetest.FreeAddr(t), "--webhook-addr=" + hook,
 			"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--namespace=" + catalogNamespace,
 			"--operator-identities=" + applier + ",system:serviceaccount:aicr-system:aicr-operator-planner",
 			"--log-level=warn",

@@ -24,6 +24,7 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -102,14 +103,14 @@ func TestRealAPIServerCallsTheWebhook(t *testing.T) {
 	nats := natstest.Start(t)
 	pair := testcert.New(t)
 	certFile, keyFile := pair.Write(t, t.TempDir())
-	hook := freeAddr(t)
+	hook := servicetest.FreeAddr(t)
 	runCtx, cancel := context.WithCancel(ctx)
 	exit := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
 		exit <- Main(runCtx, []string{
 			"--nats-url=" + nats.URL, "--kubeconfig=" + env.Kubeconfig,
-			"--health-addr=" + freeAddr(t), "--metrics-addr=" + freeAddr(t), "--webhook-addr=" + hook,
+			"--health-addr=" + servicetest.FreeAddr(t), "--metrics-addr=" + servicetest.FreeAddr(t), "--webhook-addr=" + hook,
 			"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--namespace=aicr-system",
 			"--operator-identities=" + applier + ",system:serviceaccount:aicr-system:aicr-operator-planner",
 			"--log-level=warn",
@@ -140,7 +141,7 @@ func TestRealAPIServerCallsTheWebhook(t *testing.T) {
 		},
 	}}
 	wantRuntime := `admission webhook "runtime.admission.aicr.run" denied the request: spec.overrides[0].path: component gpu-operator: driver has no key "versoin"`
-	poll(t, webhookActiveTimeout, "ClusterRuntime refused by the webhook", func() error {
+	servicetest.Poll(t, webhookActiveTimeout, "ClusterRuntime refused by the webhook", func() error {
 		_, err := dyn.Resource(v1alpha1.ClusterRuntimeResource).Create(ctx, rt, metav1.CreateOptions{})
 		if err == nil {
 			_ = dyn.Resource(v1alpha1.ClusterRuntimeResource).Delete(ctx, "cluster", metav1.DeleteOptions{})

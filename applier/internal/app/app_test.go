@@ -7,11 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +18,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 )
 
 const (
@@ -31,21 +28,11 @@ const (
 	stopTimeout = 20 * time.Second
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // fakeAPIServer answers /readyz and 404s everything else (so a plan lookup finds no plan); it
 // returns a kubeconfig for it and counts plan lookups.
 func fakeAPIServer(t *testing.T, planGets *atomic.Int32) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return servicetest.FakeAPIServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/readyz":
 			_, _ = io.WriteString(w, "ok")
@@ -56,38 +43,7 @@ func fakeAPIServer(t *testing.T, planGets *atomic.Int32) string {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"not found"}`)
-	}))
-	t.Cleanup(srv.Close)
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: fake, cluster: {server: %q}}]
-users: [{name: fake, user: {token: test}}]
-contexts: [{name: fake, context: {cluster: fake, user: fake}}]
-current-context: fake
-`, srv.URL)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// poll calls f until it returns nil or timeout passes.
-func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		<-tick.C
-	}
+	})
 }
 
 func readyz(addr string) (int, string, error) {
@@ -127,14 +83,14 @@ func waitExit(t *testing.T, exit <-chan int, stderr *bytes.Buffer) {
 func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 	ns := natstest.Start(t)
 	var planGets atomic.Int32
-	health := freeAddr(t)
+	health := servicetest.FreeAddr(t)
 	args := []string{"--nats-url=" + ns.URL, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
 		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--workers=2", "--log-level=warn"}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	exit, stderr := start(t, ctx, args)
 
-	poll(t, startTimeout, "/readyz", func() error {
+	servicetest.Poll(t, startTimeout, "/readyz", func() error {
 		code, body, err := readyz(health)
 		if err != nil {
 			return err
@@ -155,7 +111,7 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 		t.Fatalf("publish command: %v", err)
 	}
 	var got bus.ApplyResult
-	poll(t, startTimeout, "the command's result", func() error {
+	servicetest.Poll(t, startTimeout, "the command's result", func() error {
 		stream, err := js.Stream(t.Context(), bus.StreamEvents)
 		if err != nil {
 			return err
@@ -184,8 +140,8 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 // says why it is not ready, and cancelling still exits 0.
 func TestBinaryWithoutNATSStaysNotReady(t *testing.T) {
 	var planGets atomic.Int32
-	health := freeAddr(t)
-	unreachable := "nats://" + freeAddr(t) // nothing listens there
+	health := servicetest.FreeAddr(t)
+	unreachable := "nats://" + servicetest.FreeAddr(t) // nothing listens there
 	args := []string{"--nats-url=" + unreachable, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
 		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--log-level=error"}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -193,7 +149,7 @@ func TestBinaryWithoutNATSStaysNotReady(t *testing.T) {
 	exit, stderr := start(t, ctx, args)
 
 	var body string
-	poll(t, startTimeout, "/readyz answering", func() error {
+	servicetest.Poll(t, startTimeout, "/readyz answering", func() error {
 		code, b, err := readyz(health)
 		if err != nil {
 			return err

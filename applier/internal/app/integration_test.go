@@ -23,6 +23,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
 	"github.com/aicr-run/aicr-operator/shared/testenv"
 )
 
@@ -69,13 +70,13 @@ components:
 	}
 
 	ns := natstest.Start(t)
-	health := freeAddr(t)
+	health := servicetest.FreeAddr(t)
 	args := []string{"--nats-url=" + ns.URL, "--kubeconfig=" + env.Kubeconfig, "--health-addr=" + health, "--metrics-addr=",
 		"--namespace=aicr-it", "--engine-namespace=argocd-it", "--registry-repository=registry.example.com/aicr", "--log-level=warn"}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	exit, stderr := start(t, rctx, args)
-	poll(t, startTimeout, "/readyz", func() error {
+	servicetest.Poll(t, startTimeout, "/readyz", func() error {
 		code, body, err := readyz(health)
 		if err != nil {
 			return err
@@ -114,7 +115,7 @@ components:
 	}
 	// Without Argo CD running, play its part: once the Application is deleting, drop the
 	// resources finalizer.
-	poll(t, applyTimeout, "application deleting", func() error {
+	servicetest.Poll(t, applyTimeout, "application deleting", func() error {
 		a, err := apps.Get(ctx, "nfd", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -138,7 +139,7 @@ components:
 func waitResult(t *testing.T, js jetstream.JetStream, commandID string) bus.ApplyResult {
 	t.Helper()
 	var got bus.ApplyResult
-	poll(t, applyTimeout, "result of "+commandID, func() error {
+	servicetest.Poll(t, applyTimeout, "result of "+commandID, func() error {
 		stream, err := js.Stream(t.Context(), bus.StreamEvents)
 		if err != nil {
 			return err

@@ -1,0 +1,65 @@
+// Package servicetest holds the helpers the start-up tests of the binaries share: a free
+// loopback address for their health and metrics servers, a fake API server with a kubeconfig
+// for it, and polling until the binary answers.
+package servicetest
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// FakeAPIServer serves h as the API server until the test ends and returns the path of a
+// kubeconfig (token user) that points at it.
+func FakeAPIServer(t testing.TB, h http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: fake, cluster: {server: %q}}]
+users: [{name: fake, user: {token: test}}]
+contexts: [{name: fake, context: {cluster: fake, user: fake}}]
+current-context: fake
+`, srv.URL)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Poll calls f every 50 ms until it returns nil, and fails the test with f's last error once
+// timeout has passed.
+func Poll(t testing.TB, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		<-tick.C
+	}
+}
