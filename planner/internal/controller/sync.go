@@ -524,7 +524,7 @@ func (c *Controller) env(rt *v1alpha1.ClusterRuntime, now time.Time) rollout.Env
 		Now:                now,
 		Parallelism:        int(rt.Spec.Rollout.Parallelism),
 		ActionTimeout:      durationOr(rt.Spec.Rollout.ActionTimeout, rollout.DefaultActionTimeout),
-		ValidationDisabled: rt.Spec.Validation.Deployment == v1alpha1.ValidationDisabled,
+		ValidationDisabled: validationDisabled(rt),
 		Identities:         c.cfg.Identities,
 	}
 	engine, creds := c.knownEngine(rt), c.knownCreds(rt)
