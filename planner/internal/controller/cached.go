@@ -102,8 +102,8 @@ func (s *cachedStore) cached(idx cache.Indexer, kind, name string) (metav1.Objec
 	if uid, ok := s.deleted[name]; ok && kind == kindRollout {
 		if inf != nil && inf.GetUID() == uid {
 			inf = nil // deleted by this process; the informer has not seen it yet
-		} else if inf == nil || inf.GetUID() != uid {
-			delete(s.deleted, name)
+		} else {
+			delete(s.deleted, name) // the informer forgot it too
 		}
 	}
 	w := s.written[key]
