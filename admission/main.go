@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/aicr-run/aicr-operator/admission/internal/app"
-	"github.com/aicr-run/aicr-operator/shared/signals"
+	"github.com/aicr-run/aicr-operator/servicekit/signals"
 )
 
 func main() {

@@ -3,7 +3,9 @@ module github.com/aicr-run/aicr-operator/e2e
 go 1.26.0
 
 require (
+	github.com/aicr-run/aicr-operator/servicekit v0.0.0-00010101000000-000000000000
 	github.com/aicr-run/aicr-operator/shared v0.0.0
+	github.com/aicr-run/aicr-operator/testkit v0.0.0-00010101000000-000000000000
 	github.com/argoproj/argo-cd/gitops-engine v0.7.1-0.20250908182407-97ad5b59a627
 	github.com/argoproj/argo-cd/v3 v3.4.2
 	github.com/google/go-cmp v0.7.0
@@ -184,3 +186,7 @@ require (
 replace github.com/aicr-run/aicr-operator/shared => ../shared
 
 replace github.com/argoproj/argo-cd/gitops-engine => github.com/argoproj/argo-cd/gitops-engine v0.0.0-20260512203152-0dc6b1b57dd5
+
+replace github.com/aicr-run/aicr-operator/servicekit => ../servicekit
+
+replace github.com/aicr-run/aicr-operator/testkit => ../testkit

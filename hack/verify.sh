@@ -31,6 +31,34 @@ minors=$(go list -m k8s.io/api k8s.io/apimachinery k8s.io/client-go k8s.io/apiex
 if [ "$(echo "$minors" | wc -l)" -ne 1 ]; then
   echo "  more than one k8s.io minor version in the workspace: $(echo $minors)"; fail=1
 fi
+echo "verify: module walls"
+# shared holds the contracts: it needs neither Argo CD nor nats-server, and imports no other module.
+heavy=$(go list -deps -test ./shared/... | grep -E '^github.com/argoproj/|^github.com/nats-io/nats-server|aicr-operator/(servicekit|testkit|planner|applier|readiness|credrefresher|admission|cli|e2e)/' | sort -u || true)
+if [ -n "$heavy" ]; then
+  echo "  shared (with its tests) imports what it must not:"; echo "$heavy" | sed 's/^/    /'; fail=1
+fi
+# the kubectl plugin links no NATS server
+if go list -deps ./cli/cmd/kubectl-aicr | grep -q '^github.com/nats-io/nats-server'; then
+  echo "  kubectl-aicr links nats-server"; fail=1
+fi
+# the test harnesses reach a binary only through its tests: no non-test package of a binary's
+# module, nor of shared or servicekit, imports testkit
+for m in shared servicekit planner applier readiness credrefresher admission cli; do
+  bad=$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' ./$m/... | grep 'aicr-operator/testkit/' || true)
+  if [ -n "$bad" ]; then echo "  $m imports testkit outside its tests:"; echo "$bad" | sed 's/^/    /'; fail=1; fi
+done
+# no binary imports another binary's module
+for m in planner applier readiness credrefresher admission cli; do
+  bad=$(go list -deps -test ./$m/... | grep -E "aicr-operator/(planner|applier|readiness|credrefresher|admission|cli)/" | grep -v "aicr-operator/$m/" || true)
+  if [ -n "$bad" ]; then echo "  $m imports another binary:"; echo "$bad" | sed 's/^/    /'; fail=1; fi
+done
+# the gitops-engine replace stands in exactly the go.mod files of modules that import Argo CD
+for m in $mods; do
+  uses=no; go list -deps -test ./$m/... | grep -q '^github.com/argoproj/argo-cd/v3/' && uses=yes
+  has=no; grep -q 'gitops-engine =>' "$m/go.mod" && has=yes
+  if [ "$uses" != "$has" ]; then echo "  $m imports Argo CD: $uses; carries the gitops-engine replace: $has"; fail=1; fi
+done
+
 echo "verify: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

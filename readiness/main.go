@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/app"
-	"github.com/aicr-run/aicr-operator/shared/signals"
+	"github.com/aicr-run/aicr-operator/servicekit/signals"
 )
 
 func main() {

@@ -31,8 +31,8 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/plan/plantest"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/plantest"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Sizes and timeouts of the scenarios.

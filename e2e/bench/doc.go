@@ -1,5 +1,5 @@
 // Package bench measures the operator's published figures on a real kube-apiserver and etcd
-// (shared/testenv, no Argo CD) and a real NATS JetStream server: step advance latency through
+// (testkit/testenv, no Argo CD) and a real NATS JetStream server: step advance latency through
 // every bus hop, the operator overhead of a 30-release rollout, plan compute, applier writes per
 // second, and the resident memory of the binaries. The benchmark plays Argo CD by writing
 // Application statuses the way Argo CD v3.4.2 writes them.

@@ -38,9 +38,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/natsx"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
+	"github.com/aicr-run/aicr-operator/servicekit/natsx"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Names the benchmark's cluster uses; the flags are the ones the Helm chart passes.
@@ -131,7 +131,7 @@ func newHarness(ctx context.Context, env *testenv.Env, binDir string) (*harness,
 	if h.js, err = jetstream.New(h.nc); err != nil {
 		return nil, err
 	}
-	if err := bus.EnsureStreams(ctx, h.js, 1); err != nil {
+	if err := dispatch.EnsureStreams(ctx, h.js, 1); err != nil {
 		return nil, err
 	}
 	return h, h.prepareCluster(ctx)

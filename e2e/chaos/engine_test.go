@@ -21,7 +21,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 const (

@@ -21,7 +21,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Named timeouts. A refresh happens every refreshInterval (jittered earlier); the rest is

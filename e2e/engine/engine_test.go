@@ -15,7 +15,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // engineStartTimeout bounds installing Argo CD's CRDs and starting Argo CD on a loaded machine.

@@ -27,7 +27,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Named timeouts of this package (the rollout ones come from stacktest).

@@ -23,7 +23,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // plantedPrefix marks the planted secret, so a leak is unmistakable in any output.

@@ -40,8 +40,8 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Named timeouts.

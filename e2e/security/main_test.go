@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // binDir holds the built binaries: AICR_BIN_DIR, or a folder TestMain builds them into.

@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // violationTimeout bounds the server's permissions-violation notice after a flush.
@@ -82,7 +83,7 @@ func TestChartIdentitiesPublishAndSubscribeOnlyTheirOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	planner := connectAs(t, c, "planner")
-	if err := bus.EnsureStreams(ctx, planner.js, 1); err != nil {
+	if err := dispatch.EnsureStreams(ctx, planner.js, 1); err != nil {
 		t.Fatalf("the planner's identity declares the streams: %v", err)
 	}
 	ids := map[string]*identity{"applier": connectAs(t, c, "applier"), "admission": connectAs(t, c, "admission")}

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Registry credentials in aws mode (Options.AWSAuth): the registry's user is AWS, as on ECR, and

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // ApplyBundle writes the bundle ConfigMap the ClusterRuntime points at.

@@ -34,8 +34,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/natsx"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/servicekit/natsx"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Names used by the stack.

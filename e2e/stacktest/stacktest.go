@@ -16,7 +16,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Named timeouts: Argo CD syncs one of the example charts in a few seconds on an idle machine;

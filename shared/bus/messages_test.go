@@ -178,8 +178,7 @@ func TestMessageGolden(t *testing.T) {
 
 			// The golden file decodes to the same message, as a receiver decodes it.
 			back := reflect.New(reflect.TypeOf(msg).Elem()).Interface().(Envelope)
-			m := &Message{Type: typ, Data: want}
-			if err := m.Decode(back); err != nil {
+			if err := json.Unmarshal(want, back); err != nil {
 				t.Fatalf("Decode golden: %v", err)
 			}
 			if diff := cmp.Diff(msg, back); diff != "" {
@@ -240,31 +239,10 @@ func jsonKeys(t *testing.T, data []byte) []string {
 	return keys
 }
 
-// TestDecodeErrorsAreTerminal proves that a message that does not decode is dropped, not
-// redelivered forever.
-func TestDecodeErrorsAreTerminal(t *testing.T) {
-	cases := map[string]string{
-		"not JSON":              `{"type":`,
-		"a field of wrong type": `{"type":"aicr.v1.ApplyCommand","id":"x","step":{"index":"three"}}`,
-		"a list for an object":  `[]`,
-	}
-	for name, data := range cases {
-		t.Run(name, func(t *testing.T) {
-			m := &Message{Type: TypeApplyCommand, Data: []byte(data)}
-			err := m.Decode(&ApplyCommand{})
-			if err == nil || !IsTerminal(err) {
-				t.Fatalf("Decode error = %v, want a Terminal error", err)
-			}
-			if !strings.HasPrefix(err.Error(), "decode aicr.v1.ApplyCommand: ") {
-				t.Errorf("error %q does not name the message type", err)
-			}
-		})
-	}
-}
-
-// FuzzDecodeMessage feeds arbitrary bytes to the dispatch decoding path: the header decode the
-// dispatch loop does, then Message.Decode into every message type. It never panics, and every
-// decode error is Terminal (a bad message is dropped, not retried forever).
+// FuzzDecodeMessage feeds arbitrary bytes to what a receiver does with a message: the header
+// decode the dispatch loop routes on, then a decode into every message type. Nothing panics, and
+// whatever decodes round-trips: encoding the decoded value and decoding that again gives the same
+// value, so no message changes meaning on its way through a binary that re-publishes it.
 func FuzzDecodeMessage(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
 	for _, name := range files {
@@ -280,10 +258,21 @@ func FuzzDecodeMessage(f *testing.F) {
 		var h Header
 		_ = json.Unmarshal(data, &h)
 		for typ, sample := range samples() {
-			m := &Message{Type: typ, Data: data}
 			v := reflect.New(reflect.TypeOf(sample).Elem()).Interface().(Envelope)
-			if err := m.Decode(v); err != nil && !IsTerminal(err) {
-				t.Fatalf("Decode(%s) error is not Terminal: %v", typ, err)
+			if err := json.Unmarshal(data, v); err != nil {
+				continue
+			}
+			once, err := json.Marshal(v)
+			if err != nil {
+				t.Fatalf("%s decoded but does not encode: %v", typ, err)
+			}
+			back := reflect.New(reflect.TypeOf(sample).Elem()).Interface().(Envelope)
+			if err := json.Unmarshal(once, back); err != nil {
+				t.Fatalf("%s: its own encoding does not decode: %v\n%s", typ, err, once)
+			}
+			twice, err := json.Marshal(back)
+			if err != nil || string(once) != string(twice) {
+				t.Fatalf("%s does not round-trip:\n%s\n%s", typ, once, twice)
 			}
 		}
 	})

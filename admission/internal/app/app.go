@@ -19,9 +19,10 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/certs"
 	"github.com/aicr-run/aicr-operator/admission/internal/rules"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/service"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 )
 
 // Name is the binary's name: logger component, metrics namespace and NATS connection name.
@@ -135,7 +136,7 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error {
 		// The audit subject lives on the events stream; declare it like every binary does, so
 		// audit works whichever binary starts first. Denials queue meanwhile.
-		if err := bus.WaitStreams(gctx, base.JS, o.StreamReplicas); err != nil {
+		if err := dispatch.WaitStreams(gctx, base.JS, o.StreamReplicas); err != nil {
 			return nil // ctx ended
 		}
 		return recorder.Run(gctx)

@@ -22,9 +22,9 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
-	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // The layers of the API server that refuse a ClusterRuntime, in the order they run: the CRD's

@@ -21,7 +21,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/admission/internal/rules"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Path is where the webhook listens for AdmissionReviews.

@@ -16,9 +16,10 @@ import (
 	"github.com/aicr-run/aicr-operator/applier/internal/appwriter"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/service"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
@@ -144,14 +145,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error { return owned.Run(gctx) })
 	g.Go(func() error {
-		cons, err := bus.WaitConsumer(gctx, base.JS, bus.ConsumerApplier, o.StreamReplicas)
+		cons, err := dispatch.WaitConsumer(gctx, base.JS, bus.ConsumerApplier, o.StreamReplicas)
 		if err != nil {
 			if gctx.Err() != nil {
 				return nil // stopped before NATS was reachable
 			}
 			return err
 		}
-		d := &bus.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: bus.NewMetrics(base.Registry, Name)}
+		d := &dispatch.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: dispatch.NewMetrics(base.Registry, Name)}
 		return d.Run(gctx)
 	})
 	base.Log.Info().Str("engine_namespace", o.EngineNamespace).Int("workers", o.Workers).Msg("started")

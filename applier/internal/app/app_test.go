@@ -16,9 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
-	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
 
 const (
@@ -102,7 +103,7 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 	})
 
 	_, js := ns.Connect(t)
-	if err := bus.WaitStreams(t.Context(), js, 1); err != nil {
+	if err := dispatch.WaitStreams(t.Context(), js, 1); err != nil {
 		t.Fatalf("streams: %v", err)
 	}
 	cmd := &bus.ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-1", Release: "gpu-operator", Action: v1alpha1.ActionInstall,

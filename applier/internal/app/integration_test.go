@@ -20,11 +20,12 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // applyTimeout bounds a command's round trip through the running binary.
@@ -88,7 +89,7 @@ components:
 	})
 
 	_, js := ns.Connect(t)
-	if err := bus.WaitStreams(ctx, js, 1); err != nil {
+	if err := dispatch.WaitStreams(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
 	pub := bus.NewPublisher(js, "test")

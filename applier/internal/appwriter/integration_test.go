@@ -24,10 +24,11 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // resultTimeout bounds waiting for a published result or a benchmark run.
@@ -114,7 +115,7 @@ func newWorld(t testing.TB, messages ...string) *world {
 	w.hooked = &hookedApps{Applications: w.apps}
 	w.js = natstest.Start(t)
 	_, js := w.js.Connect(t)
-	if err := bus.EnsureStreams(ctx, js, 1); err != nil {
+	if err := dispatch.EnsureStreams(ctx, js, 1); err != nil {
 		t.Fatalf("streams: %v", err)
 	}
 	s := testSettings()
@@ -269,7 +270,7 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 		t.Fatalf("write running operation: %v", err)
 	}
 	_, err := w.w.Apply(ctx, applyCmd(hello, gate, 2))
-	var notYet *bus.NotYetError
+	var notYet *dispatch.NotYetError
 	if !errors.As(err, &notYet) {
 		t.Fatalf("Apply with a running operation = %v; want NotYet", err)
 	}
@@ -323,7 +324,7 @@ func TestIntegrationRemove(t *testing.T) {
 	w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
 	cmd := removeCmd("gpu-operator", 7)
 	_, err := w.w.Remove(ctx, cmd)
-	var notYet *bus.NotYetError
+	var notYet *dispatch.NotYetError
 	if !errors.As(err, &notYet) {
 		t.Fatalf("Remove = %v; want NotYet while Argo CD deletes", err)
 	}
@@ -599,7 +600,7 @@ func benchmarkApplyWrites(b *testing.B, workers int, cached bool) {
 		w.w.cache = inf
 	}
 	_, js := w.js.Connect(b)
-	cons, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
+	cons, err := dispatch.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
 	if err != nil {
 		b.Fatalf("consumer: %v", err)
 	}
@@ -616,7 +617,7 @@ func benchmarkApplyWrites(b *testing.B, workers int, cached bool) {
 	counter := &countingPublisher{want: b.N, done: make(chan struct{})}
 	w.w.pub = counter
 	dctx, cancel := context.WithCancel(ctx)
-	d := &bus.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
+	d := &dispatch.Dispatcher{Consumer: cons, Routes: w.w.Routes(), Workers: workers}
 	errc := make(chan error, 1)
 	b.ResetTimer()
 	go func() { errc <- d.Run(dctx) }()

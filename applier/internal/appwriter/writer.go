@@ -17,8 +17,9 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Delays of the "not yet" outcomes: the command is redelivered after them.
@@ -109,15 +110,15 @@ func New(c Config) (*Writer, error) {
 }
 
 // Routes are the dispatch routes of the applier's commands.
-func (w *Writer) Routes() bus.Routes {
-	return bus.Routes{
+func (w *Writer) Routes() dispatch.Routes {
+	return dispatch.Routes{
 		bus.TypeApplyCommand:  w.HandleApply,
 		bus.TypeRemoveCommand: w.HandleRemove,
 	}
 }
 
 // HandleApply handles one ApplyCommand and publishes its result.
-func (w *Writer) HandleApply(ctx context.Context, m *bus.Message) error {
+func (w *Writer) HandleApply(ctx context.Context, m *dispatch.Message) error {
 	var cmd bus.ApplyCommand
 	if err := m.Decode(&cmd); err != nil {
 		return err
@@ -131,7 +132,7 @@ func (w *Writer) HandleApply(ctx context.Context, m *bus.Message) error {
 }
 
 // HandleRemove handles one RemoveCommand and publishes its result.
-func (w *Writer) HandleRemove(ctx context.Context, m *bus.Message) error {
+func (w *Writer) HandleRemove(ctx context.Context, m *dispatch.Message) error {
 	var cmd bus.RemoveCommand
 	if err := m.Decode(&cmd); err != nil {
 		return err
@@ -145,7 +146,7 @@ func (w *Writer) HandleRemove(ctx context.Context, m *bus.Message) error {
 }
 
 func enrich(ctx context.Context, runtime, release, step string) context.Context {
-	l := bus.LoggerFields(logging.From(ctx).With(), runtime, release, step).Logger()
+	l := dispatch.LoggerFields(logging.From(ctx).With(), runtime, release, step).Logger()
 	return logging.Into(ctx, l)
 }
 
@@ -163,7 +164,7 @@ func (w *Writer) publish(ctx context.Context, res *bus.ApplyResult) error {
 }
 
 // Apply writes the command's Application and returns the result to publish. An error is a
-// bus.NotYetError (an operation is in the way, or the Application is being deleted) or a
+// dispatch.NotYetError (an operation is in the way, or the Application is being deleted) or a
 // transient failure to retry; every final answer, including refusals, is a result.
 func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyResult, error) {
 	if err := validateApply(cmd); err != nil {
@@ -249,7 +250,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			return applyResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
 		}
 		if live.DeletionTimestamp != nil {
-			return nil, bus.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
+			return nil, dispatch.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
 		}
 		if hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "" {
 			return applyResult(cmd, bus.OutcomeBlocked, bus.ResultReasonFinalizerPresent, fmt.Sprintf(
@@ -261,7 +262,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	stepWrite := stepWriteFor(live, desired, stepID)
 	body, err := manifest(desired, stepWrite, rv)
 	if err != nil {
-		return nil, bus.Terminal(err)
+		return nil, dispatch.Terminal(err)
 	}
 	app, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager))
 	if err != nil {
@@ -275,7 +276,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		if stepWrite != v1alpha1.StepWriteChanged {
 			stepWrite = v1alpha1.StepWriteChanged
 			if body, err = manifest(desired, stepWrite, app.ResourceVersion); err != nil {
-				return nil, bus.Terminal(err)
+				return nil, dispatch.Terminal(err)
 			}
 			if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager)); err != nil {
 				return w.writeFailed(cmd, "apply", name, err)
@@ -287,7 +288,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		// finalizer, so deleting the Application can no longer delete the release's resources.
 		body, err := releaseManifest(name, desired.Namespace)
 		if err != nil {
-			return nil, bus.Terminal(err)
+			return nil, dispatch.Terminal(err)
 		}
 		if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(RemoveFieldManager)); err != nil {
 			return w.writeFailed(cmd, "release removal fields of", name, err)
@@ -299,7 +300,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		if app.Annotations[v1alpha1.AnnotationRefreshFor] != stepID {
 			patch, err := refreshPatch(stepID)
 			if err != nil {
-				return nil, bus.Terminal(err)
+				return nil, dispatch.Terminal(err)
 			}
 			if app, err = w.apps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
 				return w.writeFailed(cmd, "request refresh of", name, err)
@@ -324,19 +325,19 @@ func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Applicatio
 		if hasStepInfo(op.Info, stepID) {
 			return app, nil
 		}
-		return nil, bus.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, initiator(op.InitiatedBy))
+		return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, initiator(op.InitiatedBy))
 	}
 	if st := app.Status.OperationState; st != nil {
 		if hasStepInfo(st.Operation.Info, stepID) {
 			return app, nil
 		}
 		if !st.Phase.Completed() {
-			return nil, bus.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, initiator(st.Operation.InitiatedBy))
+			return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, initiator(st.Operation.InitiatedBy))
 		}
 	}
 	patch, err := syncPatch(app.ResourceVersion, appspec.SyncOperation(desired, stepID))
 	if err != nil {
-		return nil, bus.Terminal(err)
+		return nil, dispatch.Terminal(err)
 	}
 	out, err := w.apps.Patch(ctx, app.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
 	if err != nil {
@@ -389,12 +390,12 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 			ns, name, cmd.UID, live.UID), nil), nil
 	}
 	if live.DeletionTimestamp != nil {
-		return nil, bus.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
+		return nil, dispatch.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
 	}
 	if !hasResourcesFinalizer(live) || live.Annotations[v1alpha1.AnnotationDeleteRollout] != cmd.Step.Rollout {
 		body, err := removeManifest(name, ns, cmd.Step.Rollout, live.ResourceVersion)
 		if err != nil {
-			return nil, bus.Terminal(err)
+			return nil, dispatch.Terminal(err)
 		}
 		if _, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(RemoveFieldManager)); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -416,7 +417,7 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 		return nil, fmt.Errorf("delete application %s/%s: %w", ns, name, err)
 	}
 	logging.From(ctx).Info().Str(logging.KeyResourceName, name).Str("uid", string(uid)).Msg("delete application")
-	return nil, bus.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
+	return nil, dispatch.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
 }
 
 // conflictAgain turns a not-found into a conflict, so RetryOnConflict reads again.

@@ -21,6 +21,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
@@ -359,8 +360,8 @@ func TestApplyTransientErrorIsRetried(t *testing.T) {
 	if err == nil {
 		t.Fatal("Apply succeeded; want the API error back")
 	}
-	var notYet *bus.NotYetError
-	if bus.IsTerminal(err) || errors.As(err, &notYet) {
+	var notYet *dispatch.NotYetError
+	if dispatch.IsTerminal(err) || errors.As(err, &notYet) {
 		t.Errorf("error %v is terminal or not-yet; want a plain error the dispatcher retries with backoff", err)
 	}
 	if !strings.Contains(err.Error(), "apply application argocd/gpu-operator") {
@@ -395,7 +396,7 @@ func TestApplyDeletingApplicationWaits(t *testing.T) {
 	}
 	h.apps.writes()
 	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, "gpu-operator", 2))
-	var notYet *bus.NotYetError
+	var notYet *dispatch.NotYetError
 	if !errors.As(err, &notYet) {
 		t.Fatalf("Apply = %v; want NotYet while the Application is being deleted", err)
 	}
@@ -546,7 +547,7 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 			before := h.apps.live(gate)
 			h.apps.writes()
 			res, err := h.w.Apply(context.Background(), applyCmd(h.plan, gate, 2))
-			var notYet *bus.NotYetError
+			var notYet *dispatch.NotYetError
 			if tc.wantNotYet {
 				if !errors.As(err, &notYet) {
 					t.Fatalf("Apply = %v, %v; want NotYet", res, err)
@@ -657,7 +658,7 @@ func TestApplySyncDoesNotClobberAnOperationStartedMeanwhile(t *testing.T) {
 		})
 	}
 	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, gate, 2))
-	var notYet *bus.NotYetError
+	var notYet *dispatch.NotYetError
 	if !errors.As(err, &notYet) {
 		t.Fatalf("Apply = %v; want NotYet after the guarded patch conflicted", err)
 	}
@@ -766,7 +767,7 @@ func TestRemove(t *testing.T) {
 			h := newHarness(t)
 			cmd := tc.setup(t, h)
 			res, err := h.w.Remove(context.Background(), cmd)
-			var notYet *bus.NotYetError
+			var notYet *dispatch.NotYetError
 			switch {
 			case tc.wantNotYet:
 				if !errors.As(err, &notYet) {
@@ -812,7 +813,7 @@ func TestHandlePublishesOneResultPerCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := &bus.Message{Subject: bus.ApplySubject(testRuntime, "gpu-operator"), Type: bus.TypeApplyCommand, ID: cmd.ID, Data: data, Delivered: 1}
+	msg := &dispatch.Message{Subject: bus.ApplySubject(testRuntime, "gpu-operator"), Type: bus.TypeApplyCommand, ID: cmd.ID, Data: data, Delivered: 1}
 	for range 2 { // a redelivery publishes the same result ID, which JetStream drops
 		if err := h.w.HandleApply(context.Background(), msg); err != nil {
 			t.Fatalf("HandleApply: %v", err)
@@ -831,11 +832,11 @@ func TestHandlePublishesOneResultPerCommand(t *testing.T) {
 	}
 
 	h.pub.err = errors.New("nats: timeout")
-	if err := h.w.HandleApply(context.Background(), msg); err == nil || bus.IsTerminal(err) {
+	if err := h.w.HandleApply(context.Background(), msg); err == nil || dispatch.IsTerminal(err) {
 		t.Errorf("HandleApply with a failing publisher = %v; want a retryable error", err)
 	}
-	bad := &bus.Message{Type: bus.TypeApplyCommand, Data: []byte(`{"type":"aicr.v1.ApplyCommand","step":7}`)}
-	if err := h.w.HandleApply(context.Background(), bad); !bus.IsTerminal(err) {
+	bad := &dispatch.Message{Type: bus.TypeApplyCommand, Data: []byte(`{"type":"aicr.v1.ApplyCommand","step":7}`)}
+	if err := h.w.HandleApply(context.Background(), bad); !dispatch.IsTerminal(err) {
 		t.Errorf("HandleApply of an undecodable command = %v; want a terminal error", err)
 	}
 }
@@ -844,7 +845,7 @@ func TestHandleRemovePublishes(t *testing.T) {
 	h := newHarness(t)
 	cmd := removeCmd("gpu-operator", 3)
 	data, _ := json.Marshal(cmd)
-	if err := h.w.HandleRemove(context.Background(), &bus.Message{Type: bus.TypeRemoveCommand, Data: data}); err != nil {
+	if err := h.w.HandleRemove(context.Background(), &dispatch.Message{Type: bus.TypeRemoveCommand, Data: data}); err != nil {
 		t.Fatalf("HandleRemove: %v", err)
 	}
 	if len(h.pub.sent) != 1 || h.pub.sent[0].Result.Outcome != bus.OutcomeRemoved || h.pub.sent[0].ID != cmd.ID+"/result" {

@@ -20,7 +20,6 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
-	"github.com/aicr-run/aicr-operator/shared/service"
 
 	"github.com/aicr-run/aicr-operator/cli/internal/approval"
 	"github.com/aicr-run/aicr-operator/cli/internal/kube"
@@ -63,7 +62,7 @@ type globals struct {
 func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&g.context, "context", "", "kubeconfig context (default: the current context)")
-	fs.StringVar(&g.namespace, "operator-namespace", service.DefaultNamespace, "the operator's namespace (plans, bundles)")
+	fs.StringVar(&g.namespace, "operator-namespace", v1alpha1.DefaultNamespace, "the operator's namespace (plans, bundles)")
 }
 
 type command struct {
@@ -141,7 +140,7 @@ func (c *cli) usage(w io.Writer) {
 	for _, cmd := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n             %s\n", cmd.name, cmd.args, cmd.summary)
 	}
-	fmt.Fprintf(w, "\nFlags of every command: --kubeconfig FILE, --context NAME, --operator-namespace NS (default %s).\n", service.DefaultNamespace)
+	fmt.Fprintf(w, "\nFlags of every command: --kubeconfig FILE, --context NAME, --operator-namespace NS (default %s).\n", v1alpha1.DefaultNamespace)
 	fmt.Fprintf(w, "Run kubectl aicr COMMAND --help for a command's flags.\n")
 }
 
@@ -422,7 +421,7 @@ func runPlan(_ context.Context, c *cli, args []string) error {
 	runtimeFile := c.fs.String("runtime", "", "a ClusterRuntime file whose overrides and placement apply")
 	apps := c.fs.Bool("applications", false, "also print the Applications exactly as the applier writes them")
 	repo := c.fs.String("registry-repository", DefaultRegistryRepository, "registry.repository: where charts/ and wrappers/ live")
-	engineNS := c.fs.String("engine-namespace", service.DefaultEngineNamespace, "engine.namespace: the Argo CD namespace")
+	engineNS := c.fs.String("engine-namespace", v1alpha1.DefaultEngineNamespace, "engine.namespace: the Argo CD namespace")
 	project := c.fs.String("engine-project", appspec.DefaultProject, "engine.project: the AppProject")
 	uid := c.fs.String("runtime-uid", "", "the ClusterRuntime's UID for the ownership annotation (kubectl get clusterruntime cluster -o jsonpath='{.metadata.uid}')")
 	format := c.fs.String("o", "text", "output format: text, yaml or json")

@@ -28,7 +28,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -18,9 +18,10 @@ import (
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/redact"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/service"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
@@ -161,7 +162,7 @@ func Run(ctx context.Context, o Options) error {
 	metrics := refresher.NewMetrics(base.Registry, Name)
 	reporter := &refresher.Reporter{
 		Publisher:     bus.NewPublisher(base.JS, Name),
-		EnsureStreams: func(ctx context.Context) error { return bus.EnsureStreams(ctx, base.JS, o.StreamReplicas) },
+		EnsureStreams: func(ctx context.Context) error { return dispatch.EnsureStreams(ctx, base.JS, o.StreamReplicas) },
 		Clock:         clk,
 		Metrics:       metrics,
 	}

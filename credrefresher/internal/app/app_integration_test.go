@@ -19,8 +19,8 @@ import (
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/ecr/ecrtest"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 // Named timeouts.

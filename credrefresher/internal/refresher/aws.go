@@ -15,7 +15,7 @@ import (
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Modes, as --registry-auth spells them and CredentialsStatus.Mode reports them.

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Publisher sends one message (bus.Publisher).
@@ -22,7 +22,7 @@ type Publisher interface {
 type Reporter struct {
 	// Publisher sends the message.
 	Publisher Publisher
-	// EnsureStreams declares the events stream before the first publication (bus.EnsureStreams);
+	// EnsureStreams declares the events stream before the first publication (dispatch.EnsureStreams);
 	// optional.
 	EnsureStreams func(ctx context.Context) error
 	// Clock times the retries.

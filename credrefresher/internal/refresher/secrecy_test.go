@@ -18,9 +18,10 @@ import (
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/ecr/ecrtest"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 )
 
 // TestTheTokenNeverLeaves runs a refresh and a failed refresh whose error body echoes the
@@ -42,7 +43,7 @@ func TestTheTokenNeverLeaves(t *testing.T) {
 	_, js := srv.Connect(t)
 	reporter := &refresher.Reporter{
 		Publisher:     bus.NewPublisher(js, "credrefresher"),
-		EnsureStreams: func(ctx context.Context) error { return bus.EnsureStreams(ctx, js, 1) },
+		EnsureStreams: func(ctx context.Context) error { return dispatch.EnsureStreams(ctx, js, 1) },
 		Clock:         f.clk, Metrics: metrics,
 	}
 	f.loop.Reporter = reporter

@@ -13,7 +13,7 @@ import (
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // DefaultCheckInterval is how often mode static checks the Secret.

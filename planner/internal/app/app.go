@@ -14,9 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/controller"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/service"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name, durable
@@ -123,7 +124,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error {
 		return base.RunLeader(gctx, func(lctx context.Context) error {
-			cons, err := bus.WaitConsumer(lctx, base.JS, bus.ConsumerPlanner, o.StreamReplicas)
+			cons, err := dispatch.WaitConsumer(lctx, base.JS, bus.ConsumerPlanner, o.StreamReplicas)
 			if err != nil {
 				if lctx.Err() != nil {
 					return nil // stopped (or lost the lease) while waiting for JetStream
@@ -137,7 +138,7 @@ func Run(ctx context.Context, o Options) error {
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
 			lg.Go(func() error {
-				d := &bus.Dispatcher{Consumer: cons, Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: bus.NewMetrics(base.Registry, Name)}
+				d := &dispatch.Dispatcher{Consumer: cons, Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: dispatch.NewMetrics(base.Registry, Name)}
 				return d.Run(lgctx)
 			})
 			return lg.Wait()

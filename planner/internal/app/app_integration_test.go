@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aicr-run/aicr-operator/shared/natstest"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 const (

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
@@ -169,7 +170,7 @@ func BenchmarkVerdictToNextCommand(b *testing.B) {
 				_, idx, _ := rollout.ParseStepID(stepID)
 				rel := store.rollouts[r.Name].Status.Steps[idx-1].Release
 				data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster", Release: rel, StepID: stepID, Ready: true})
-				if err := c.handleVerdict(ctx, &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
+				if err := c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
 					b.Fatal(err)
 				}
 				if pub.n != before+1 {

@@ -24,8 +24,9 @@ import (
 	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
@@ -103,8 +104,8 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 }
 
 // Routes are the planner's bus handlers.
-func (c *Controller) Routes() bus.Routes {
-	return bus.Routes{
+func (c *Controller) Routes() dispatch.Routes {
+	return dispatch.Routes{
 		bus.TypeReleaseVerdict:    c.handleVerdict,
 		bus.TypeApplyResult:       c.handleResult,
 		bus.TypeDriftReport:       c.handleDrift,

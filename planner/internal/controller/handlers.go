@@ -11,13 +11,14 @@ import (
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // handleVerdict takes readiness's verdict: a ready verdict for the step in flight finishes it
 // and, in the same handling, starts every step it unblocked.
-func (c *Controller) handleVerdict(ctx context.Context, m *bus.Message) error {
+func (c *Controller) handleVerdict(ctx context.Context, m *dispatch.Message) error {
 	var v bus.ReleaseVerdict
 	if err := m.Decode(&v); err != nil {
 		return err
@@ -39,7 +40,7 @@ func (c *Controller) handleVerdict(ctx context.Context, m *bus.Message) error {
 }
 
 // handleResult takes the applier's answer to a command.
-func (c *Controller) handleResult(ctx context.Context, m *bus.Message) error {
+func (c *Controller) handleResult(ctx context.Context, m *dispatch.Message) error {
 	var res bus.ApplyResult
 	if err := m.Decode(&res); err != nil {
 		return err
@@ -124,7 +125,7 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOn
 
 // handleDrift takes readiness's drift news. With no rollout in flight the fields are forced
 // back at once (FieldOwnershipOverridden); during a rollout, rollout.ObserveDrift decides.
-func (c *Controller) handleDrift(ctx context.Context, m *bus.Message) error {
+func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error {
 	var d bus.DriftReport
 	if err := m.Decode(&d); err != nil {
 		return err
@@ -222,7 +223,7 @@ func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d 
 }
 
 // handleEngine takes readiness's news on Argo CD and re-evaluates every runtime.
-func (c *Controller) handleEngine(ctx context.Context, m *bus.Message) error {
+func (c *Controller) handleEngine(ctx context.Context, m *dispatch.Message) error {
 	var e bus.EngineStatus
 	if err := m.Decode(&e); err != nil {
 		return err
@@ -235,7 +236,7 @@ func (c *Controller) handleEngine(ctx context.Context, m *bus.Message) error {
 }
 
 // handleCredentials takes the credential refresher's news and re-evaluates every runtime.
-func (c *Controller) handleCredentials(ctx context.Context, m *bus.Message) error {
+func (c *Controller) handleCredentials(ctx context.Context, m *dispatch.Message) error {
 	var cs bus.CredentialsStatus
 	if err := m.Decode(&cs); err != nil {
 		return err

@@ -21,11 +21,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 const (
@@ -67,11 +68,11 @@ func newHarness(t *testing.T) *harness {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	ctx := context.Background()
-	cmds, err := bus.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
+	cmds, err := dispatch.EnsureConsumer(ctx, js, bus.ConsumerApplier, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.EnsureConsumer(ctx, js, bus.ConsumerPlanner, 1); err != nil {
+	if _, err := dispatch.EnsureConsumer(ctx, js, bus.ConsumerPlanner, 1); err != nil {
 		t.Fatal(err)
 	}
 	_, err = core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -87,7 +88,7 @@ func (h *harness) startPlanner() (stop func()) {
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	ctx = logging.Into(ctx, log)
 	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}}, h.kube, bus.NewPublisher(h.js, "planner"))
-	cons, err := bus.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
+	cons, err := dispatch.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func (h *harness) startPlanner() (stop func()) {
 	go func() { defer wg.Done(); _ = c.Run(ctx, h.kube, h.core) }()
 	go func() {
 		defer wg.Done()
-		_ = (&bus.Dispatcher{Consumer: cons, Routes: c.Routes(), Workers: 4}).Run(ctx)
+		_ = (&dispatch.Dispatcher{Consumer: cons, Routes: c.Routes(), Workers: 4}).Run(ctx)
 	}()
 	return func() { cancel(); wg.Wait() }
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
@@ -65,7 +66,7 @@ func TestVerdictReadsTheRolloutOnce(t *testing.T) {
 	stepID := rollout.StepID(r.Name, 1)
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
 		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: stepID, Ready: true})
-	if err := c.handleVerdict(ctx, &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
+	if err := c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	if pub.n != 2 {
@@ -119,7 +120,7 @@ func readyVerdict(t *testing.T, c *Controller, store *memStore, rolloutName stri
 	t.Helper()
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
 		Release: store.rollouts[rolloutName].Status.Steps[0].Release, StepID: rollout.StepID(rolloutName, 1), Ready: true})
-	if err := c.handleVerdict(context.Background(), &bus.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
+	if err := c.handleVerdict(context.Background(), &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -172,7 +173,7 @@ func TestWrittenResultIsANote(t *testing.T) {
 		t.Helper()
 		data, _ := json.Marshal(&bus.ApplyResult{Header: bus.Header{Type: bus.TypeApplyResult, ID: outcome}, Runtime: "cluster",
 			Release: release, Step: stepRef, Outcome: outcome})
-		if err := c.handleResult(ctx, &bus.Message{Type: bus.TypeApplyResult, Data: data}); err != nil {
+		if err := c.handleResult(ctx, &dispatch.Message{Type: bus.TypeApplyResult, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 	}

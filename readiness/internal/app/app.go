@@ -14,9 +14,10 @@ import (
 
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/service"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/engine"
 	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 // lead is the work of the leader: watch Argo CD's presence, and Applications once the CRDs
 // exist.
 func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Client) error {
-	if err := bus.WaitStreams(ctx, base.JS, o.StreamReplicas); err != nil {
+	if err := dispatch.WaitStreams(ctx, base.JS, o.StreamReplicas); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -18,7 +18,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Defaults of the Monitor.

@@ -28,7 +28,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/drift"

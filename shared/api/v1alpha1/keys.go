@@ -24,6 +24,12 @@ const (
 	PlanRoleValue = "plan"
 	// PlanDataKey is the ConfigMap key that holds a plan's canonical JSON.
 	PlanDataKey = "plan.json"
+	// DefaultNamespace is the operator's namespace when none is given: its plans, bundles,
+	// leases and Secrets live there.
+	DefaultNamespace = "aicr-system"
+	// DefaultEngineNamespace is Argo CD's namespace when none is given (engine.namespace): the
+	// Applications, the AppProject and the repository Secrets live there.
+	DefaultEngineNamespace = "argocd"
 )
 
 // Label keys.

@@ -13,7 +13,7 @@ aicr-operator-planner, aicr-operator-nats, ...
 {{/* The five binaries, in a fixed order. */}}
 {{- define "aicr.binaries" -}}planner applier readiness credrefresher admission{{- end -}}
 
-{{/* Binaries that elect a leader on a Lease named aicr-<binary> (shared/service RunLeader). */}}
+{{/* Binaries that elect a leader on a Lease named aicr-<binary> (servicekit/service RunLeader). */}}
 {{- define "aicr.leaderBinaries" -}}planner readiness credrefresher{{- end -}}
 
 {{- define "aicr.labels" -}}
@@ -83,7 +83,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* JetStream replication of the operator's streams: 1, 3 or 5 (shared/service --stream-replicas). */}}
+{{/* JetStream replication of the operator's streams: 1, 3 or 5 (servicekit/service --stream-replicas). */}}
 {{- define "aicr.streamReplicas" -}}
 {{- if and .Values.nats.enabled (ge (int .Values.nats.replicas) 3) -}}{{ int .Values.nats.replicas }}{{- else -}}1{{- end -}}
 {{- end -}}

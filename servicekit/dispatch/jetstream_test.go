@@ -1,9 +1,10 @@
-package bus
+package dispatch
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 )
+
+// planDigest is the digest the test commands carry.
+const planDigest = "sha256:f7bf555e994826e3c903a34921056aee4c829088bf277a390a09a8a38e135387"
 
 // waitTimeout bounds every wait for JetStream state in these tests.
 const waitTimeout = 15 * time.Second
@@ -92,9 +96,9 @@ func runDispatcher(t *testing.T, d *Dispatcher) {
 	})
 }
 
-func applyCommand(release string) *ApplyCommand {
-	return &ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-1", Release: release, Action: v1alpha1.ActionInstall,
-		Step: StepRef{Rollout: "cluster-1", Index: 1, ID: "cluster-1/1"}, PlanDigest: planDigest, EnginePolicy: v1alpha1.EnginePolicyArgoCDV2}
+func applyCommand(release string) *bus.ApplyCommand {
+	return &bus.ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-1", Release: release, Action: v1alpha1.ActionInstall,
+		Step: bus.StepRef{Rollout: "cluster-1", Index: 1, ID: "cluster-1/1"}, PlanDigest: planDigest, EnginePolicy: v1alpha1.EnginePolicyArgoCDV2}
 }
 
 // settled waits until the consumer has nothing pending or unacknowledged and the work queue
@@ -106,7 +110,7 @@ func settled(t *testing.T, js jetstream.JetStream, c jetstream.Consumer) {
 		if err != nil {
 			return false, err.Error()
 		}
-		s, err := js.Stream(ctxFor(t), StreamCommands)
+		s, err := js.Stream(ctxFor(t), bus.StreamCommands)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -128,20 +132,20 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 		}
 	}
 	for i := range 2 {
-		if _, err := EnsureConsumer(ctxFor(t), js, ConsumerApplier, 1); err != nil {
+		if _, err := EnsureConsumer(ctxFor(t), js, bus.ConsumerApplier, 1); err != nil {
 			t.Fatalf("EnsureConsumer(applier) #%d: %v", i+1, err)
 		}
-		if _, err := EnsureConsumer(ctxFor(t), js, ConsumerPlanner, 1); err != nil {
+		if _, err := EnsureConsumer(ctxFor(t), js, bus.ConsumerPlanner, 1); err != nil {
 			t.Fatalf("EnsureConsumer(planner) #%d: %v", i+1, err)
 		}
 	}
-	s, err := js.Stream(ctxFor(t), StreamCommands)
+	s, err := js.Stream(ctxFor(t), bus.StreamCommands)
 	if err != nil {
-		t.Fatalf("stream %s: %v", StreamCommands, err)
+		t.Fatalf("stream %s: %v", bus.StreamCommands, err)
 	}
 	cfg := s.CachedInfo().Config
-	if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != DuplicateWindow || cfg.Storage != jetstream.FileStorage {
-		t.Errorf("commands stream: retention %v, duplicates %v, storage %v; want work queue, %v, file", cfg.Retention, cfg.Duplicates, cfg.Storage, DuplicateWindow)
+	if cfg.Retention != jetstream.WorkQueuePolicy || cfg.Duplicates != bus.DuplicateWindow || cfg.Storage != jetstream.FileStorage {
+		t.Errorf("commands stream: retention %v, duplicates %v, storage %v; want work queue, %v, file", cfg.Retention, cfg.Duplicates, cfg.Storage, bus.DuplicateWindow)
 	}
 	if _, err := EnsureConsumer(ctxFor(t), js, "auditor", 1); err == nil {
 		t.Errorf("EnsureConsumer accepted an unknown consumer name")
@@ -156,32 +160,32 @@ func TestCommandsAreAWorkQueue(t *testing.T) {
 	_, js2 := srv.Connect(t)
 	rec := &recorder{}
 	for i, js := range []jetstream.JetStream{js1, js2} {
-		c, err := EnsureConsumer(ctxFor(t), js, ConsumerApplier, 1)
+		c, err := EnsureConsumer(ctxFor(t), js, bus.ConsumerApplier, 1)
 		if err != nil {
 			t.Fatalf("EnsureConsumer: %v", err)
 		}
 		ok := func(*Message) error { return nil }
 		worker := fmt.Sprintf("replica-%d", i)
 		runDispatcher(t, &Dispatcher{Consumer: c, Workers: 2, Routes: Routes{
-			TypeApplyCommand:  rec.handler(worker, ok),
-			TypeRemoveCommand: rec.handler(worker, ok),
+			bus.TypeApplyCommand:  rec.handler(worker, ok),
+			bus.TypeRemoveCommand: rec.handler(worker, ok),
 		}})
 	}
-	pub := NewPublisher(js1, "planner")
+	pub := bus.NewPublisher(js1, "planner")
 	const n = 40
 	for i := range n {
 		release := fmt.Sprintf("r%02d", i)
 		var err error
 		if i%4 == 0 {
-			err = pub.Publish(ctxFor(t), RemoveSubject("cluster", release), "remove/"+release, &RemoveCommand{Runtime: "cluster", Release: release})
+			err = pub.Publish(ctxFor(t), bus.RemoveSubject("cluster", release), "remove/"+release, &bus.RemoveCommand{Runtime: "cluster", Release: release})
 		} else {
-			err = pub.Publish(ctxFor(t), ApplySubject("cluster", release), "apply/"+release, applyCommand(release))
+			err = pub.Publish(ctxFor(t), bus.ApplySubject("cluster", release), "apply/"+release, applyCommand(release))
 		}
 		if err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}
-	c, err := js1.Consumer(ctxFor(t), StreamCommands, ConsumerApplier)
+	c, err := js1.Consumer(ctxFor(t), bus.StreamCommands, bus.ConsumerApplier)
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
@@ -208,8 +212,8 @@ func TestDuplicateMessageIDsAreDropped(t *testing.T) {
 	if err := EnsureStreams(ctxFor(t), js, 1); err != nil {
 		t.Fatalf("EnsureStreams: %v", err)
 	}
-	pub := NewPublisher(js, "planner")
-	subject := ApplySubject("cluster", "gpu-operator")
+	pub := bus.NewPublisher(js, "planner")
+	subject := bus.ApplySubject("cluster", "gpu-operator")
 	for range 3 {
 		if err := pub.Publish(ctxFor(t), subject, "cluster-1/1/1", applyCommand("gpu-operator")); err != nil {
 			t.Fatalf("Publish: %v", err)
@@ -218,7 +222,7 @@ func TestDuplicateMessageIDsAreDropped(t *testing.T) {
 	if err := pub.Publish(ctxFor(t), subject, "cluster-1/1/2", applyCommand("gpu-operator")); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	s, err := js.Stream(ctxFor(t), StreamCommands)
+	s, err := js.Stream(ctxFor(t), bus.StreamCommands)
 	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
@@ -240,25 +244,25 @@ func TestDispatcherOutcomes(t *testing.T) {
 		js   jetstream.JetStream
 		c    jetstream.Consumer
 		rec  *recorder
-		pub  *Publisher
+		pub  *bus.Publisher
 		reg  *prometheus.Registry
 		mets *Metrics
 	}
 	start := func(t *testing.T, outcome func(m *Message) error) setup {
 		srv := natstest.Start(t)
 		_, js := srv.Connect(t)
-		c, err := EnsureConsumer(ctxFor(t), js, ConsumerApplier, 1)
+		c, err := EnsureConsumer(ctxFor(t), js, bus.ConsumerApplier, 1)
 		if err != nil {
 			t.Fatalf("EnsureConsumer: %v", err)
 		}
-		s := setup{js: js, c: c, rec: &recorder{}, pub: NewPublisher(js, "planner"), reg: prometheus.NewRegistry()}
+		s := setup{js: js, c: c, rec: &recorder{}, pub: bus.NewPublisher(js, "planner"), reg: prometheus.NewRegistry()}
 		s.mets = NewMetrics(s.reg, "test")
-		runDispatcher(t, &Dispatcher{Consumer: c, Metrics: s.mets, Routes: Routes{TypeApplyCommand: s.rec.handler("applier", outcome)}})
+		runDispatcher(t, &Dispatcher{Consumer: c, Metrics: s.mets, Routes: Routes{bus.TypeApplyCommand: s.rec.handler("applier", outcome)}})
 		return s
 	}
 	publish := func(t *testing.T, s setup, id string) {
 		t.Helper()
-		if err := s.pub.Publish(ctxFor(t), ApplySubject("cluster", "gpu-operator"), id, applyCommand("gpu-operator")); err != nil {
+		if err := s.pub.Publish(ctxFor(t), bus.ApplySubject("cluster", "gpu-operator"), id, applyCommand("gpu-operator")); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}
@@ -279,10 +283,10 @@ func TestDispatcherOutcomes(t *testing.T) {
 		publish(t, s, "m1")
 		settled(t, s.js, s.c)
 		got := s.rec.deliveries()
-		if len(got) != 1 || got[0].delivered != 1 || got[0].id != "m1" || got[0].typ != TypeApplyCommand {
+		if len(got) != 1 || got[0].delivered != 1 || got[0].id != "m1" || got[0].typ != bus.TypeApplyCommand {
 			t.Errorf("deliveries = %+v, want m1 once", got)
 		}
-		if v := count(s, TypeApplyCommand, "ack"); v != 1 {
+		if v := count(s, bus.TypeApplyCommand, "ack"); v != 1 {
 			t.Errorf("ack count = %v, want 1", v)
 		}
 	})
@@ -305,7 +309,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 		if gap := got[1].at.Sub(got[0].at); gap < after-50*time.Millisecond {
 			t.Errorf("redelivered after %s, want at least %s", gap, after)
 		}
-		if r, a := count(s, TypeApplyCommand, "retry"), count(s, TypeApplyCommand, "ack"); r != 1 || a != 1 {
+		if r, a := count(s, bus.TypeApplyCommand, "retry"), count(s, bus.TypeApplyCommand, "ack"); r != 1 || a != 1 {
 			t.Errorf("retry, ack counts = %v, %v; want 1, 1", r, a)
 		}
 		if n := len(s.rec.deliveries()); n != 2 {
@@ -328,7 +332,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 		if n := len(s.rec.deliveries()); n != 1 {
 			t.Errorf("%d deliveries, want 1", n)
 		}
-		if v := count(s, TypeApplyCommand, "term"); v != 1 {
+		if v := count(s, bus.TypeApplyCommand, "term"); v != 1 {
 			t.Errorf("term count = %v, want 1", v)
 		}
 	})
@@ -346,7 +350,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 		if got[1].delivered != 2 {
 			t.Errorf("second delivery has Delivered = %d, want 2", got[1].delivered)
 		}
-		if n, a := count(s, TypeApplyCommand, "nak"), count(s, TypeApplyCommand, "ack"); n != 1 || a != 1 {
+		if n, a := count(s, bus.TypeApplyCommand, "nak"), count(s, bus.TypeApplyCommand, "ack"); n != 1 || a != 1 {
 			t.Errorf("nak, ack counts = %v, %v; want 1, 1", n, a)
 		}
 	})
@@ -371,7 +375,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 			t.Errorf("handler called for %s", m.Type)
 			return nil
 		})
-		if _, err := s.js.Publish(ctxFor(t), ApplySubject("cluster", "x"), []byte(`{"type":"aicr.v2.ApplyCommand","id":"future-1"}`)); err != nil {
+		if _, err := s.js.Publish(ctxFor(t), bus.ApplySubject("cluster", "x"), []byte(`{"type":"aicr.v2.ApplyCommand","id":"future-1"}`)); err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 		settled(t, s.js, s.c)
@@ -386,7 +390,7 @@ func TestDispatcherOutcomes(t *testing.T) {
 			return nil
 		})
 		for i, data := range []string{`not json`, `{"id":"no type"}`} {
-			if _, err := s.js.Publish(ctxFor(t), ApplySubject("cluster", fmt.Sprint(i)), []byte(data)); err != nil {
+			if _, err := s.js.Publish(ctxFor(t), bus.ApplySubject("cluster", fmt.Sprint(i)), []byte(data)); err != nil {
 				t.Fatalf("publish: %v", err)
 			}
 		}
@@ -405,18 +409,18 @@ func TestRestartLosesNothing(t *testing.T) {
 	if err := EnsureStreams(ctxFor(t), js, 1); err != nil {
 		t.Fatalf("EnsureStreams: %v", err)
 	}
-	pub := NewPublisher(js, "planner")
+	pub := bus.NewPublisher(js, "planner")
 	want := map[string]bool{}
 	for i := range 10 {
 		id := fmt.Sprintf("cmd-%d", i)
-		if err := pub.Publish(ctxFor(t), ApplySubject("cluster", fmt.Sprintf("r%d", i)), id, applyCommand("r")); err != nil {
+		if err := pub.Publish(ctxFor(t), bus.ApplySubject("cluster", fmt.Sprintf("r%d", i)), id, applyCommand("r")); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 		want[id] = true
 	}
 	for i := range 5 {
 		id := fmt.Sprintf("evt-%d", i)
-		if err := pub.Publish(ctxFor(t), SubjectEngine, id, &EngineStatus{Available: true, Reason: v1alpha1.ReasonEngineAvailable}); err != nil {
+		if err := pub.Publish(ctxFor(t), bus.SubjectEngine, id, &bus.EngineStatus{Available: true, Reason: v1alpha1.ReasonEngineAvailable}); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 		want[id] = true
@@ -425,18 +429,18 @@ func TestRestartLosesNothing(t *testing.T) {
 	srv.Restart()
 	eventually(t, "the client to reconnect", func() (bool, string) { return nc.IsConnected(), nc.Status().String() })
 
-	if err := pub.Publish(ctxFor(t), SubjectEngine, "evt-after", &EngineStatus{Available: true, Reason: v1alpha1.ReasonEngineAvailable}); err != nil {
+	if err := pub.Publish(ctxFor(t), bus.SubjectEngine, "evt-after", &bus.EngineStatus{Available: true, Reason: v1alpha1.ReasonEngineAvailable}); err != nil {
 		t.Fatalf("Publish after restart: %v", err)
 	}
 	want["evt-after"] = true
 	rec := &recorder{}
 	ok := func(*Message) error { return nil }
-	for _, name := range []string{ConsumerApplier, ConsumerPlanner} {
+	for _, name := range []string{bus.ConsumerApplier, bus.ConsumerPlanner} {
 		c, err := WaitConsumer(ctxFor(t), js, name, 1)
 		if err != nil {
 			t.Fatalf("WaitConsumer(%s): %v", name, err)
 		}
-		runDispatcher(t, &Dispatcher{Consumer: c, Routes: Routes{TypeApplyCommand: rec.handler(name, ok), TypeEngineStatus: rec.handler(name, ok)}})
+		runDispatcher(t, &Dispatcher{Consumer: c, Routes: Routes{bus.TypeApplyCommand: rec.handler(name, ok), bus.TypeEngineStatus: rec.handler(name, ok)}})
 	}
 	eventually(t, "every message published before the restart", func() (bool, string) {
 		got := map[string]bool{}

@@ -8,14 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // Defaults.
 const (
 	DefaultNATSURL          = "nats://127.0.0.1:4222"
-	DefaultNamespace        = "aicr-system"
-	DefaultEngineNamespace  = "argocd"
+	DefaultNamespace        = v1alpha1.DefaultNamespace
+	DefaultEngineNamespace  = v1alpha1.DefaultEngineNamespace
 	DefaultKubeQPS          = 50
 	DefaultKubeBurst        = 100
 	DefaultLeaseDuration    = 15 * time.Second

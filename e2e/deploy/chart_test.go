@@ -1,6 +1,6 @@
 //go:build integration
 
-package deploytest
+package deploy
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -304,7 +304,7 @@ func TestChartTemplates(t *testing.T) {
 }
 
 // Every flag the chart passes is one the binary defines (in its internal/app or the common
-// options of shared/service), so no Deployment dies on an unknown flag.
+// options of servicekit/service), so no Deployment dies on an unknown flag.
 func TestChartFlagsAreTheBinariesFlags(t *testing.T) {
 	root := repoRoot(t)
 	objs := mustRender(t, "registry.auth.mode=aws", "registry.auth.aws.region=us-east-1")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/aicr-run/aicr-operator/shared/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 )
 
 // waitTimeout bounds every wait for a connection in these tests.

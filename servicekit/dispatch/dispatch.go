@@ -1,10 +1,11 @@
-package bus
+package dispatch
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 	"sync"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/aicr-run/aicr-operator/shared/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Message is one delivered message, as a handler sees it.
@@ -30,7 +31,7 @@ type Message struct {
 }
 
 // Decode unmarshals the message into v (a pointer to the message type).
-func (m *Message) Decode(v Envelope) error {
+func (m *Message) Decode(v bus.Envelope) error {
 	if err := json.Unmarshal(m.Data, v); err != nil {
 		return Terminal(fmt.Errorf("decode %s: %w", m.Type, err))
 	}
@@ -172,7 +173,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
-	var h Header
+	var h bus.Header
 	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivered = md.NumDelivered

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/aicr-run/aicr-operator/shared/logging"
-	"github.com/aicr-run/aicr-operator/shared/natsx"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/natsx"
 )
 
 // Check is one readiness check: nil when ready, else why not.

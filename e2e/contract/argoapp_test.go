@@ -1,4 +1,4 @@
-package argoapp_test
+package contract_test
 
 // The contract test: package argoapp must be a faithful subset of Argo CD v3.4.2's
 // pkg/apis/application/v1alpha1. It is what lets the applier and readiness binaries drop the

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/aicr-run/aicr-operator/shared/service/servicetest"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
 
 // waitTimeout bounds every wait in these tests.

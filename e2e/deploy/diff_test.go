@@ -1,4 +1,4 @@
-package deploytest
+package deploy
 
 import "github.com/google/go-cmp/cmp"
 

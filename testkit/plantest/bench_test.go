@@ -1,4 +1,4 @@
-package plan_test
+package plantest_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
-	"github.com/aicr-run/aicr-operator/shared/plan/plantest"
+	"github.com/aicr-run/aicr-operator/testkit/plantest"
 )
 
 // benchSizes are the stack sizes docs/performance.md reports.

@@ -1,6 +1,6 @@
 //go:build integration
 
-package deploytest
+package deploy
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -97,7 +98,7 @@ func TestChartNATSPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.EnsureStreams(ctx, planner.js, 1); err != nil {
+	if err := dispatch.EnsureStreams(ctx, planner.js, 1); err != nil {
 		t.Fatalf("planner declares the streams: %v", err)
 	}
 
