@@ -20,9 +20,9 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/rules"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace and NATS connection name.

@@ -14,12 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/applier/internal/appwriter"
-	"github.com/aicr-run/aicr-operator/shared/appspec"
-	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and

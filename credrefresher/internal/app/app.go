@@ -19,9 +19,9 @@ import (
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and

@@ -13,9 +13,9 @@ import (
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/ecr"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/redact"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Modes, as --registry-auth spells them and CredentialsStatus.Mode reports them.

@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Publisher sends one message (bus.Publisher).

@@ -19,8 +19,8 @@ import (
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/ecr/ecrtest"
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 )
 

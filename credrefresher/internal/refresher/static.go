@@ -11,9 +11,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // DefaultCheckInterval is how often mode static checks the Secret.

@@ -15,9 +15,9 @@ import (
 
 	"github.com/aicr-run/aicr-operator/planner/internal/controller"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name, durable

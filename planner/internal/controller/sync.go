@@ -15,9 +15,9 @@ import (
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	"github.com/aicr-run/aicr-operator/planner/internal/status"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 

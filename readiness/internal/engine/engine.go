@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
-	"github.com/aicr-run/aicr-operator/servicekit/logging"
 )
 
 // Defaults of the Monitor.
