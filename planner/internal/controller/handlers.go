@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,20 +55,16 @@ func (c *Controller) handleResult(ctx context.Context, m *dispatch.Message) erro
 	}
 	now := c.cfg.Clock.Now()
 	observe := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
-		rollout.ObserveResult(r, &res, validationDisabled(rt), now)
+		rollout.ObserveResult(r, &res, rollout.ValidationDisabled(rt), now)
 	}
 	noteOnly := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool {
-		if !rollout.NoteOnly(r, &res, validationDisabled(rt)) {
+		if !rollout.NoteOnly(r, &res, rollout.ValidationDisabled(rt)) {
 			return false
 		}
 		c.notes.add(name, "result/"+res.Step.ID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }})
 		return true
 	}
 	return c.onRollout(ctx, res.Runtime, name, noteOnly, observe)
-}
-
-func validationDisabled(rt *v1alpha1.ClusterRuntime) bool {
-	return rt.Spec.Validation.Deployment == v1alpha1.ValidationDisabled
 }
 
 func (c *Controller) repairRefused(ctx context.Context, res *bus.ApplyResult) {
@@ -77,7 +74,7 @@ func (c *Controller) repairRefused(ctx context.Context, res *bus.ApplyResult) {
 	if err != nil {
 		return
 	}
-	c.event(ctx, rt, corev1Warning, nonEmpty(res.Reason, res.Outcome), fmt.Sprintf("repair of %s refused (%s): %s", res.Release, res.Outcome, res.Message))
+	c.event(ctx, rt, corev1Warning, cmp.Or(res.Reason, res.Outcome), fmt.Sprintf("repair of %s refused (%s): %s", res.Release, res.Outcome, res.Message))
 }
 
 // onRollout runs observe on a rollout of runtime under the runtime's lock, advances it,

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -8,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/equality"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
@@ -21,248 +21,275 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
-// view is what one reconcile of a runtime learned; it feeds the runtime's status.
+// view is what one reconcile of a runtime learned, phase by phase; it feeds the runtime's
+// status.
 type view struct {
-	rt        *v1alpha1.ClusterRuntime
-	in        status.Inputs
-	active    string
-	policy    string
-	suspended bool // suspension writes were published for this generation
-	resumed   bool
+	rt       *v1alpha1.ClusterRuntime
+	deleting bool
+	// at is where the stack is: the recorded active plan and engine policy, moved by an
+	// adopted or a just-ended successful rollout.
+	at rollout.Position
+	// rollouts are the runtime's rollouts as listed, oldest first.
+	rollouts []v1alpha1.RuntimeRollout
+	in       status.Inputs
 }
 
-// Sync reconciles one runtime: finalizer, plan, rollouts, steps, suspension and status. It is
-// idempotent: running it twice in a row publishes and writes nothing the second time.
+// Sync reconciles one runtime, in phases a reader can follow top to bottom; each is a method
+// below, and every decision in them is a call into package rollout or package status:
+//
+//  1. readRuntime: the runtime, and its finalizer set to match its deletion policy;
+//  2. readRollouts: its rollouts, ended ones labelled with their outcome, a success the
+//     runtime's status missed adopted, the rollout in flight found (extra ones superseded);
+//  3. readPlans: the plan the spec resolves to (stored as a ConfigMap) and the active plan;
+//  4. choose the target (rollout.ChooseTarget): the desired plan, a policy move, the
+//     runtime's removal, or releasing the finalizer of a runtime being deleted;
+//  5. supersedeOrWait: the rollout in flight, if it goes elsewhere, is superseded or waited for;
+//  6. reuseOrCreate: with none in flight, the rollout of the move is resumed, kept as a
+//     failure, or created;
+//  7. advanceInFlight: its steps are initialized and advanced, and the commands of started
+//     steps published; its end moves the active plan;
+//  8. a runtime being deleted whose releases are all removed releases its finalizer;
+//  9. engineSuspension: every owned Application written with automated sync off or on;
+//  10. writeRuntimeStatus: the runtime's status and conditions, with an Event per transition.
+//
+// It is idempotent: running it twice in a row publishes and writes nothing the second time.
 func (c *Controller) Sync(ctx context.Context, name string) error {
 	unlock := c.locks.lock(name)
 	defer unlock()
-	log := logging.From(ctx).With().Str(logging.KeyRuntime, name).Logger()
-	ctx = logging.Into(ctx, log)
+	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, name).Logger())
 
-	rt, err := c.store.GetRuntime(ctx, name)
-	if kerrors.IsNotFound(err) {
-		c.mu.Lock()
-		delete(c.resolved, name)
-		c.mu.Unlock()
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get runtime %s: %w", name, err)
-	}
-	now := c.cfg.Clock.Now()
-	deleting := rt.DeletionTimestamp != nil
-	hasFinalizer := slices.Contains(rt.Finalizers, v1alpha1.RuntimeFinalizer)
-	if !deleting && (rt.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete) != hasFinalizer {
-		if rt, err = c.setFinalizer(ctx, rt, !hasFinalizer); err != nil {
-			return err
-		}
-		hasFinalizer = !hasFinalizer
-	}
-	if deleting && !hasFinalizer {
-		return nil
-	}
-
-	v := &view{rt: rt, active: rt.Status.ActivePlan, policy: rt.Status.EnginePolicy}
-	v.in = status.Inputs{Runtime: rt, Engine: c.knownEngine(rt), Credentials: c.knownCreds(rt)}
-
-	rollouts, err := c.store.ListRollouts(ctx, name)
-	if err != nil {
-		return fmt.Errorf("list rollouts of %s: %w", name, err)
-	}
-	sort.Slice(rollouts, func(i, j int) bool {
-		return rollouts[i].CreationTimestamp.Before(&rollouts[j].CreationTimestamp) ||
-			(rollouts[i].CreationTimestamp.Equal(&rollouts[j].CreationTimestamp) && rollouts[i].Name < rollouts[j].Name)
-	})
-	for i := range rollouts {
-		if err := c.labelOutcome(ctx, &rollouts[i]); err != nil {
-			return err
-		}
-	}
-	c.adoptSucceeded(v, rollouts)
-
-	var inflight *v1alpha1.RuntimeRollout
-	for i := range rollouts {
-		r := &rollouts[i]
-		if rollout.Terminal(r.Status.Phase) || r.Spec.RuntimeUID != string(rt.UID) {
-			continue
-		}
-		if inflight == nil {
-			inflight = r
-			continue
-		}
-		// Two rollouts in flight cannot come from this planner; end the later one if it
-		// never started, else leave it to its timeout.
-		if err := c.supersede(ctx, rt, r, inflight.Spec.ToDigest, now); err != nil {
-			return err
-		}
-	}
-
-	// The plan the spec asks for.
-	var desired *plan.Plan
-	if !deleting {
-		desired = c.resolve(ctx, v, now)
-		if desired != nil {
-			v.in.DesiredDigest = desired.Digest()
-			if err := c.storePlan(ctx, v, desired); err != nil {
-				return err
-			}
-		}
-	}
-	var activePlan *plan.Plan
-	if v.active != "" {
-		if activePlan, err = c.loadPlan(ctx, v.active); err != nil {
-			v.in.PlanUnreadable = fmt.Sprintf("the active plan %s cannot be read (%v); no rollout starts until it is restored or the spec changes", v.active, err)
-			log.Warn().Err(err).Str(logging.KeyPlanDigest, v.active).Msg("read active plan")
-		}
-	}
-
-	// Where the stack should go next.
-	target, reason, haveTarget := "", "", false
-	policyMove := v.active != "" && v.policy != v1alpha1.EnginePolicyArgoCDV2
-	switch {
-	case deleting && rt.Spec.DeletionPolicy == v1alpha1.DeletionPolicyDelete && v.active != "":
-		target, reason, haveTarget = "", v1alpha1.RolloutReasonRuntimeDeleted, true
-	case deleting:
-		if inflight == nil || !rollout.Started(inflight) || rt.Spec.DeletionPolicy != v1alpha1.DeletionPolicyDelete {
-			c.event(ctx, rt, corev1Normal, "FinalizerReleased", fmt.Sprintf("deletionPolicy %s: the stack is left in place", nonEmpty(string(rt.Spec.DeletionPolicy), "Retain")))
-			_, err := c.setFinalizer(ctx, rt, false)
-			return err
-		}
-	case desired != nil && (desired.Digest() != v.active || policyMove):
-		target, reason, haveTarget = desired.Digest(), v1alpha1.RolloutReasonPlanChanged, true
-		if policyMove {
-			reason = v1alpha1.RolloutReasonEnginePolicyChanged
-		}
-	}
-
-	if inflight != nil && haveTarget && (inflight.Spec.ToDigest != target || inflight.Spec.Reason != reason && reason == v1alpha1.RolloutReasonRuntimeDeleted) {
-		if rollout.Started(inflight) {
-			what := "plan " + target
-			if reason == v1alpha1.RolloutReasonRuntimeDeleted {
-				what = "the runtime's removal"
-			}
-			v.in.Waiting = fmt.Sprintf("%s waits for rollout %s, which has started steps, to finish", what, inflight.Name)
-		} else {
-			if err := c.supersede(ctx, rt, inflight, nonEmpty(target, "(removal)"), now); err != nil {
-				return err
-			}
-			inflight = nil
-		}
-	}
-
-	if inflight == nil && haveTarget && v.in.PlanUnreadable == "" {
-		nm := rollout.Name(v.active, target)
-		var existing *v1alpha1.RuntimeRollout
-		for i := range rollouts {
-			if rollouts[i].Name == nm {
-				existing = &rollouts[i]
-			}
-		}
-		if existing != nil && existing.Spec.RuntimeUID != string(rt.UID) {
-			// A rollout of an earlier runtime of the same name: history of a stack that was
-			// deleted; make room.
-			if err := c.store.DeleteRollout(ctx, nm, string(existing.UID)); err != nil && !kerrors.IsNotFound(err) && !kerrors.IsConflict(err) {
-				return fmt.Errorf("delete rollout %s: %w", nm, err)
-			}
-			existing = nil
-		}
-		switch {
-		case existing == nil:
-		case existing.Status.Phase == v1alpha1.PhaseSuperseded || existing.Status.Phase == v1alpha1.PhaseSucceeded:
-			// History of the same move: make room for a fresh rollout.
-			if err := c.store.DeleteRollout(ctx, existing.Name, string(existing.UID)); err != nil && !kerrors.IsNotFound(err) {
-				return fmt.Errorf("delete ended rollout %s: %w", existing.Name, err)
-			}
-			existing = nil
-		case rollout.Terminal(existing.Status.Phase):
-			v.in.Last = existing
-		default:
-			inflight = existing
-		}
-		if existing == nil {
-			if inflight, err = c.createRollout(ctx, rt, nm, v.active, target, reason, now); err != nil {
-				return err
-			}
-		}
-	}
-
-	if inflight != nil {
-		if inflight, err = c.initialize(ctx, inflight); err != nil {
-			return err
-		}
-		r, res, err := c.advanceFrom(ctx, rt, inflight.Name, inflight, nil)
-		if err != nil {
-			return err
-		}
-		inflight = r
-		if res.Ended != "" {
-			c.rolloutEnded(ctx, v, r)
-			if err := c.labelOutcome(ctx, r); err != nil {
-				return err
-			}
-		}
-		if !res.Wake.IsZero() {
-			c.queue.AddAfter(name, max(res.Wake.Sub(now), time.Millisecond))
-		}
-		if kept := c.notes.oldest(r.Name); !kept.IsZero() {
-			c.queue.AddAfter(name, max(kept.Add(NoteDelay).Sub(now), time.Millisecond))
-		}
-		if rollout.Terminal(r.Status.Phase) {
-			if r.Status.Phase != v1alpha1.PhaseSucceeded {
-				v.in.Last = r
-			}
-			inflight = nil
-		}
-	}
-	v.in.InFlight = inflight
-	if v.in.Last != nil && (v.in.Last.Spec.ToDigest == v.active && v.in.Last.Spec.Reason != v1alpha1.RolloutReasonEnginePolicyChanged) {
-		v.in.Last = nil
-	}
-
-	if deleting && inflight == nil && v.in.Last == nil && v.active == "" {
-		c.event(ctx, rt, corev1Normal, "FinalizerReleased", "every release was removed")
-		_, err := c.setFinalizer(ctx, rt, false)
+	v, err := c.readRuntime(ctx, name)
+	if v == nil || err != nil {
 		return err
 	}
-
-	if err := c.engineSuspension(ctx, v, activePlan, inflight); err != nil {
+	now := c.cfg.Clock.Now()
+	inflight, err := c.readRollouts(ctx, v, now)
+	if err != nil {
+		return err
+	}
+	desired, active, err := c.readPlans(ctx, v, now)
+	if err != nil {
+		return err
+	}
+	target := rollout.ChooseTarget(rollout.TargetInputs{
+		Deleting: v.deleting, DeletionPolicy: v.rt.Spec.DeletionPolicy, At: v.at, Desired: digestOf(desired), InFlight: inflight,
+	})
+	if target.ReleaseFinalizer {
+		return c.releaseFinalizer(ctx, v.rt, fmt.Sprintf("deletionPolicy %s: the stack is left in place", cmp.Or(string(v.rt.Spec.DeletionPolicy), "Retain")))
+	}
+	if inflight, err = c.supersedeOrWait(ctx, v, inflight, target, now); err != nil {
+		return err
+	}
+	if inflight, err = c.reuseOrCreate(ctx, v, inflight, target, now); err != nil {
+		return err
+	}
+	if inflight, err = c.advanceInFlight(ctx, v, inflight, now); err != nil {
+		return err
+	}
+	v.in.InFlight = inflight
+	if v.in.Last != nil && !rollout.KeepsStalled(v.in.Last, v.at) {
+		v.in.Last = nil
+	}
+	if v.deleting && rollout.Removed(inflight, v.in.Last, v.at) {
+		return c.releaseFinalizer(ctx, v.rt, "every release was removed")
+	}
+	if err := c.engineSuspension(ctx, v, active, inflight); err != nil {
 		return err
 	}
 	return c.writeRuntimeStatus(ctx, v, now)
 }
 
-// adoptSucceeded moves the active plan forward when the latest finished rollout succeeded from
-// it but the runtime's status was not written (the planner stopped in between).
-func (c *Controller) adoptSucceeded(v *view, rollouts []v1alpha1.RuntimeRollout) {
-	var latest *v1alpha1.RuntimeRollout
-	for i := range rollouts {
-		r := &rollouts[i]
-		if r.Status.FinishedAt == nil || r.Spec.RuntimeUID != string(v.rt.UID) || r.Status.Phase == v1alpha1.PhaseSuperseded {
-			continue
-		}
-		// Finish times have one-second precision, and fast rollouts finish within the same
-		// second: on a tie, the rollout that moved away from the active plan is the later one
-		// (its predecessor's success made that plan active), so it wins.
-		if latest == nil || latest.Status.FinishedAt.Before(r.Status.FinishedAt) ||
-			(latest.Status.FinishedAt.Equal(r.Status.FinishedAt) && latest.Spec.FromDigest != v.active && r.Spec.FromDigest == v.active) {
-			latest = r
-		}
+// readRuntime reads the runtime and adds or removes the planner's finalizer to match its
+// deletion policy (rollout.WantsFinalizer; left alone once deletion began). It returns nil
+// when there is nothing to reconcile: the runtime is gone (its cached resolution is
+// forgotten), or it is being deleted without the finalizer.
+func (c *Controller) readRuntime(ctx context.Context, name string) (*view, error) {
+	rt, err := c.store.GetRuntime(ctx, name)
+	if apierrors.IsNotFound(err) {
+		c.mu.Lock()
+		delete(c.resolved, name)
+		c.mu.Unlock()
+		return nil, nil
 	}
-	if latest != nil && latest.Status.Phase == v1alpha1.PhaseSucceeded && latest.Spec.FromDigest == v.active {
-		v.active = latest.Spec.ToDigest
-		v.policy = v1alpha1.EnginePolicyArgoCDV2
+	if err != nil {
+		return nil, fmt.Errorf("get runtime %s: %w", name, err)
 	}
+	deleting := rt.DeletionTimestamp != nil
+	hasFinalizer := slices.Contains(rt.Finalizers, v1alpha1.RuntimeFinalizer)
+	if want := rollout.WantsFinalizer(rt); !deleting && want != hasFinalizer {
+		if rt, err = c.setFinalizer(ctx, rt, want); err != nil {
+			return nil, err
+		}
+		hasFinalizer = want
+	}
+	if deleting && !hasFinalizer {
+		return nil, nil
+	}
+	return &view{
+		rt: rt, deleting: deleting,
+		at: rollout.Position{Plan: rt.Status.ActivePlan, EnginePolicy: rt.Status.EnginePolicy},
+		in: status.Inputs{Runtime: rt, Engine: c.knownEngine(rt), Credentials: c.knownCreds(rt)},
+	}, nil
 }
 
+// readRollouts lists the runtime's rollouts oldest first, labels every ended one with its
+// outcome, adopts a success the runtime's status did not record (rollout.Adopt: the planner
+// stopped in between) and returns the rollout in flight (rollout.InFlight). A second one in
+// flight cannot come from this planner: it is superseded if it never started, else left to
+// its timeout.
+func (c *Controller) readRollouts(ctx context.Context, v *view, now time.Time) (*v1alpha1.RuntimeRollout, error) {
+	rollouts, err := c.store.ListRollouts(ctx, v.rt.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list rollouts of %s: %w", v.rt.Name, err)
+	}
+	rollout.SortByCreation(rollouts)
+	v.rollouts = rollouts
+	for i := range rollouts {
+		if err := c.labelOutcome(ctx, &rollouts[i]); err != nil {
+			return nil, err
+		}
+	}
+	v.at = rollout.Adopt(rollouts, string(v.rt.UID), v.at)
+	inflight, extra := rollout.InFlight(rollouts, string(v.rt.UID))
+	for _, r := range extra {
+		if err := c.supersede(ctx, v.rt, r, inflight.Spec.ToDigest, now); err != nil {
+			return nil, err
+		}
+	}
+	return inflight, nil
+}
+
+// readPlans returns the plan the spec resolves to (nil while deleting or when it does not
+// resolve; the reason is recorded in v), stored as its ConfigMap, and the active plan (nil
+// when there is none; when it cannot be read, v records PlanUnreadable and no rollout
+// starts).
+func (c *Controller) readPlans(ctx context.Context, v *view, now time.Time) (desired, active *plan.Plan, err error) {
+	if !v.deleting {
+		if desired = c.resolve(ctx, v, now); desired != nil {
+			v.in.DesiredDigest = desired.Digest()
+			if err := c.storePlan(ctx, v, desired); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if v.at.Plan != "" {
+		if active, err = c.loadPlan(ctx, v.at.Plan); err != nil {
+			v.in.PlanUnreadable = fmt.Sprintf("the active plan %s cannot be read (%v); no rollout starts until it is restored or the spec changes", v.at.Plan, err)
+			logging.From(ctx).Warn().Err(err).Str(logging.KeyPlanDigest, v.at.Plan).Msg("read active plan")
+		}
+	}
+	return desired, active, nil
+}
+
+func digestOf(p *plan.Plan) string {
+	if p == nil {
+		return ""
+	}
+	return p.Digest()
+}
+
+// supersedeOrWait applies rollout.Replace to the rollout in flight when the target moved: one
+// that has not started a step is superseded (nil is returned: there is none in flight any
+// more); one that has is kept and the runtime says the target waits for it.
+func (c *Controller) supersedeOrWait(ctx context.Context, v *view, inflight *v1alpha1.RuntimeRollout, t rollout.Target, now time.Time) (*v1alpha1.RuntimeRollout, error) {
+	switch action, newer, waiting := rollout.Replace(inflight, t); action {
+	case rollout.WaitForInFlight:
+		v.in.Waiting = waiting
+	case rollout.SupersedeInFlight:
+		if err := c.supersede(ctx, v.rt, inflight, newer, now); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	return inflight, nil
+}
+
+// reuseOrCreate finds, when no rollout is in flight and the target moves (and the active plan
+// can be read), the rollout named for the move and does what rollout.ReuseExisting says:
+// resume it, keep it as the failure that stalls the runtime, or (after deleting an ended or
+// an earlier runtime's one) create it. It returns the rollout in flight.
+func (c *Controller) reuseOrCreate(ctx context.Context, v *view, inflight *v1alpha1.RuntimeRollout, t rollout.Target, now time.Time) (*v1alpha1.RuntimeRollout, error) {
+	if inflight != nil || !t.Move || v.in.PlanUnreadable != "" {
+		return inflight, nil
+	}
+	name := rollout.Name(v.at.Plan, t.To)
+	var existing *v1alpha1.RuntimeRollout
+	if i := slices.IndexFunc(v.rollouts, func(r v1alpha1.RuntimeRollout) bool { return r.Name == name }); i >= 0 {
+		existing = &v.rollouts[i]
+	}
+	switch rollout.ReuseExisting(existing, string(v.rt.UID)) {
+	case rollout.Resume:
+		return existing, nil
+	case rollout.KeepFailed:
+		v.in.Last = existing
+		return nil, nil
+	case rollout.ReplaceEarlierRuntime:
+		if err := c.store.DeleteRollout(ctx, name, string(existing.UID)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return nil, fmt.Errorf("delete rollout %s: %w", name, err)
+		}
+	case rollout.ReplaceEnded:
+		if err := c.store.DeleteRollout(ctx, name, string(existing.UID)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete ended rollout %s: %w", name, err)
+		}
+	}
+	return c.createRollout(ctx, v.rt, v.at.Plan, t.To, t.Reason, now)
+}
+
+// advanceInFlight writes the steps of a new rollout, runs the scheduler on it (which
+// publishes the commands of the steps it started, see advanceFrom) and queues the runtime
+// again for the rollout's next timeout and for notes still unwritten. When the rollout ends
+// it records the end (Event, outcome label, the active plan after a success) and returns nil;
+// a rollout that ended without success is kept as v.in.Last.
+func (c *Controller) advanceInFlight(ctx context.Context, v *view, inflight *v1alpha1.RuntimeRollout, now time.Time) (*v1alpha1.RuntimeRollout, error) {
+	if inflight == nil {
+		return nil, nil
+	}
+	inflight, err := c.initialize(ctx, inflight)
+	if err != nil {
+		return nil, err
+	}
+	r, res, err := c.advanceFrom(ctx, v.rt, inflight.Name, inflight, nil)
+	if err != nil {
+		return nil, err
+	}
+	if res.Ended != "" {
+		c.rolloutEnded(ctx, v, r)
+		if err := c.labelOutcome(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	if !res.Wake.IsZero() {
+		c.queue.AddAfter(v.rt.Name, max(res.Wake.Sub(now), time.Millisecond))
+	}
+	if kept := c.notes.oldest(r.Name); !kept.IsZero() {
+		c.queue.AddAfter(v.rt.Name, max(kept.Add(NoteDelay).Sub(now), time.Millisecond))
+	}
+	if !rollout.Terminal(r.Status.Phase) {
+		return r, nil
+	}
+	if r.Status.Phase != v1alpha1.PhaseSucceeded {
+		v.in.Last = r
+	}
+	return nil, nil
+}
+
+// rolloutEnded records a rollout's end: the stack's position after it (rollout.Position.After),
+// an Event and a log line.
 func (c *Controller) rolloutEnded(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout) {
+	v.at = v.at.After(r)
 	typ := corev1Warning
 	if r.Status.Phase == v1alpha1.PhaseSucceeded {
 		typ = corev1Normal
-		v.active = r.Spec.ToDigest
-		v.policy = v1alpha1.EnginePolicyArgoCDV2
 	}
 	c.event(ctx, v.rt, typ, r.Status.Outcome, fmt.Sprintf("rollout %s: %s", r.Name, r.Status.Message))
 	logging.From(ctx).Info().Str(logging.KeyRollout, r.Name).Str(logging.KeyOutcome, r.Status.Outcome).Msg("rollout ended")
+}
+
+// releaseFinalizer lets a runtime being deleted go, with an Event saying why.
+func (c *Controller) releaseFinalizer(ctx context.Context, rt *v1alpha1.ClusterRuntime, why string) error {
+	c.event(ctx, rt, corev1Normal, "FinalizerReleased", why)
+	_, err := c.setFinalizer(ctx, rt, false)
+	return err
 }
 
 func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRuntime, add bool) (*v1alpha1.ClusterRuntime, error) {
@@ -278,7 +305,7 @@ func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRunti
 		next := cur.DeepCopy()
 		next.Finalizers = fin
 		out, err := c.store.UpdateRuntime(ctx, next)
-		if kerrors.IsConflict(err) {
+		if apierrors.IsConflict(err) {
 			if fresh, gerr := c.store.GetRuntime(ctx, rt.Name); gerr == nil {
 				cur = fresh
 			}
@@ -289,7 +316,7 @@ func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRunti
 		}
 		return err
 	})
-	if kerrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return cur, nil
 	}
 	if err != nil {
@@ -309,13 +336,13 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 	if src == nil {
 		return fail(v1alpha1.ReasonBundleInvalid, "spec.bundle: set configMap (name, and optionally namespace and key) to the bundle's ConfigMap")
 	}
-	ns, key := nonEmpty(src.Namespace, c.cfg.Namespace), nonEmpty(src.Key, "bundle.yaml")
+	ns, key := cmp.Or(src.Namespace, c.cfg.Namespace), cmp.Or(src.Key, "bundle.yaml")
 	cm, err := c.store.GetConfigMap(ctx, ns, src.Name)
 	if err != nil {
-		if kerrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
 			return fail(v1alpha1.ReasonBundleUnavailable, fmt.Sprintf("spec.bundle.configMap: ConfigMap %s/%s does not exist; create it with the bundle under key %s", ns, src.Name, key))
 		}
-		if kerrors.IsForbidden(err) {
+		if apierrors.IsForbidden(err) {
 			return fail(v1alpha1.ReasonUnauthorized, fmt.Sprintf("spec.bundle.configMap: the planner may not read ConfigMap %s/%s", ns, src.Name))
 		}
 		return fail(v1alpha1.ReasonBundleUnavailable, fmt.Sprintf("spec.bundle.configMap: read ConfigMap %s/%s: %v", ns, src.Name, err))
@@ -371,7 +398,7 @@ func (c *Controller) storePlan(ctx context.Context, v *view, p *plan.Plan) error
 		v.in.DesiredDigest = ""
 		return nil
 	}
-	if err := c.store.CreateConfigMap(ctx, cm); err != nil && !kerrors.IsAlreadyExists(err) {
+	if err := c.store.CreateConfigMap(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("store plan %s: %w", p.Digest(), err)
 	}
 	c.mu.Lock()
@@ -403,25 +430,19 @@ func (c *Controller) loadPlan(ctx context.Context, digest string) (*plan.Plan, e
 	return p, nil
 }
 
-func (c *Controller) createRollout(ctx context.Context, rt *v1alpha1.ClusterRuntime, name, from, to, reason string, now time.Time) (*v1alpha1.RuntimeRollout, error) {
-	deadline := metav1.NewTime(now.Add(durationOr(rt.Spec.Rollout.Deadline, rollout.DefaultDeadline)).UTC().Truncate(time.Second))
-	r := &v1alpha1.RuntimeRollout{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   name,
-			Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelRuntime: rt.Name},
-		},
-		Spec: v1alpha1.RuntimeRolloutSpec{
-			Runtime: rt.Name, RuntimeUID: string(rt.UID), FromDigest: from, ToDigest: to, Reason: reason, Deadline: &deadline,
-		},
-	}
+// createRollout creates the rollout of a move (rollout.New; AlreadyExists is fine: the name
+// is the move's) and records it with an Event.
+func (c *Controller) createRollout(ctx context.Context, rt *v1alpha1.ClusterRuntime, from, to, reason string, now time.Time) (*v1alpha1.RuntimeRollout, error) {
+	r := rollout.New(rt, from, to, reason, now)
+	name := r.Name
 	out, err := c.store.CreateRollout(ctx, r)
-	if kerrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
 		out, err = c.store.GetRollout(ctx, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create rollout %s: %w", name, err)
 	}
-	c.event(ctx, rt, corev1Normal, "RolloutCreated", fmt.Sprintf("rollout %s (%s) from plan %s to %s", name, reason, nonEmpty(from, "(none)"), nonEmpty(to, "(none)")))
+	c.event(ctx, rt, corev1Normal, "RolloutCreated", fmt.Sprintf("rollout %s (%s) from plan %s to %s", name, reason, cmp.Or(from, "(none)"), cmp.Or(to, "(none)")))
 	logging.From(ctx).Info().Str(logging.KeyRollout, name).Str(logging.KeyReason, reason).Msg("rollout created")
 	return out, nil
 }
@@ -509,7 +530,7 @@ func (c *Controller) labelOutcome(ctx context.Context, r *v1alpha1.RuntimeRollou
 		_, err = c.store.UpdateRollout(ctx, cur)
 		return err
 	})
-	if kerrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -518,30 +539,10 @@ func (c *Controller) labelOutcome(ctx context.Context, r *v1alpha1.RuntimeRollou
 	return nil
 }
 
-// env is what the scheduler needs to know about the runtime.
+// env is what the scheduler needs to know about the runtime (rollout.EnvFor), with the last
+// engine and credentials reports this planner knows.
 func (c *Controller) env(rt *v1alpha1.ClusterRuntime, now time.Time) rollout.Env {
-	e := rollout.Env{
-		Now:                now,
-		Parallelism:        int(rt.Spec.Rollout.Parallelism),
-		ActionTimeout:      durationOr(rt.Spec.Rollout.ActionTimeout, rollout.DefaultActionTimeout),
-		ValidationDisabled: validationDisabled(rt),
-		Identities:         c.cfg.Identities,
-	}
-	engine, creds := c.knownEngine(rt), c.knownCreds(rt)
-	switch {
-	case rt.Spec.SuspendEngine:
-		e.Hold = &rollout.Hold{Reason: v1alpha1.ReasonEngineSuspended, Message: "spec.suspendEngine is true: no step starts while Argo CD's automated sync is off"}
-	case rt.Spec.Paused:
-		e.Hold = &rollout.Hold{Reason: v1alpha1.ReasonPaused, Message: "spec.paused is true"}
-	case engine != nil && !engine.Available:
-		e.Hold = &rollout.Hold{Reason: nonEmpty(engine.Reason, v1alpha1.ReasonEngineMissing), Message: "Argo CD is not available: " + engine.Message}
-	case creds != nil && !creds.OK:
-		e.Hold = &rollout.Hold{Reason: nonEmpty(creds.Reason, v1alpha1.ReasonRegistryCredentialsUnavailable), Message: "registry credentials: " + creds.Message}
-	}
-	if creds != nil && creds.ExpiresAt != nil {
-		e.CredentialsExpireAt = *creds.ExpiresAt
-	}
-	return e
+	return rollout.EnvFor(rt, c.knownEngine(rt), c.knownCreds(rt), c.cfg.Identities, now)
 }
 
 // advance re-reads the rollout, applies observe (may be nil), runs the scheduler, writes the
@@ -611,7 +612,7 @@ func (c *Controller) advanceOnce(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			observe(cur)
 		}
 		res = rollout.Advance(cur, c.env(rt, now))
-		if apierrors.Semantic.DeepEqual(*orig, cur.Status) {
+		if equality.Semantic.DeepEqual(*orig, cur.Status) {
 			out = cur
 			return nil
 		}
@@ -698,34 +699,21 @@ func (c *Controller) publishNew(ctx context.Context, subject, id string, m bus.E
 	return true, nil
 }
 
-// engineSuspension writes every owned Application with automated sync off when the runtime
-// says suspendEngine and no step is in flight, and back on when it stops saying so.
+// engineSuspension applies rollout.EngineSuspension: every owned Application is written with
+// automated sync off when the runtime says suspendEngine and no step is in flight (once per
+// generation), and back on when it stops saying so; a refusal is recorded for the Ready
+// condition.
 func (c *Controller) engineSuspension(ctx context.Context, v *view, active *plan.Plan, inflight *v1alpha1.RuntimeRollout) error {
-	rt := v.rt
-	prev := meta.FindStatusCondition(rt.Status.Conditions, v1alpha1.ConditionReady)
-	wasSuspended := prev != nil && prev.Reason == v1alpha1.ReasonEngineSuspended
-	if rt.Spec.SuspendEngine {
-		if inflight != nil {
-			for i := range inflight.Status.Steps {
-				s := &inflight.Status.Steps[i]
-				if s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked {
-					v.in.SuspensionRefused = fmt.Sprintf("step %d/%d %s (%s) of rollout %s is in flight; automated sync is turned off once it finishes",
-						s.Index, len(inflight.Status.Steps), s.Release, s.Action, inflight.Name)
-					return nil
-				}
-			}
-		}
-		if wasSuspended && prev.ObservedGeneration == rt.Generation {
-			return nil
-		}
-		return c.rewriteAll(ctx, v, active, inflight, true, fmt.Sprintf("suspend-g%d", rt.Generation))
+	s := rollout.EngineSuspension(v.rt, inflight)
+	v.in.SuspensionRefused = s.Refused
+	if !s.Write {
+		return nil
 	}
-	if wasSuspended {
-		return c.rewriteAll(ctx, v, active, inflight, false, fmt.Sprintf("resume-g%d", rt.Generation))
-	}
-	return nil
+	return c.rewriteAll(ctx, v, active, inflight, s.Suspend, s.Tag)
 }
 
+// rewriteAll publishes an Apply of every release the stack holds, from the plan each was last
+// written from, with automated sync off (suspend) or on.
 func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan, inflight *v1alpha1.RuntimeRollout, suspend bool, tag string) error {
 	if active == nil {
 		return nil
@@ -734,7 +722,7 @@ func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan,
 	for _, r := range active.Releases {
 		names = append(names, r.Name)
 	}
-	digests := rollout.ReleaseDigests(names, v.active, inflight)
+	digests := rollout.ReleaseDigests(names, v.at.Plan, inflight)
 	keys := make([]string, 0, len(digests))
 	for k := range digests {
 		keys = append(keys, k)
@@ -779,7 +767,7 @@ func (c *Controller) patchStatus(ctx context.Context, name string, change func(s
 		}
 		orig := cur.Status.DeepCopy()
 		change(&cur.Status, cur.Generation)
-		if apierrors.Semantic.DeepEqual(*orig, cur.Status) {
+		if equality.Semantic.DeepEqual(*orig, cur.Status) {
 			return nil
 		}
 		_, err = c.store.UpdateRuntimeStatus(ctx, cur)
@@ -787,44 +775,25 @@ func (c *Controller) patchStatus(ctx context.Context, name string, change func(s
 	})
 }
 
+// writeRuntimeStatus writes what the reconcile learned into the runtime's status
+// (status.Record) and records an Event for every condition that changed (status.Transitions).
 func (c *Controller) writeRuntimeStatus(ctx context.Context, v *view, now time.Time) error {
-	v.in.ActiveDigest = v.active
+	v.in.ActiveDigest, v.in.EnginePolicy = v.at.Plan, v.at.EnginePolicy
 	conds := status.Conditions(v.in)
-	progress := status.Progress(v.in)
 	var before []metav1.Condition
 	err := c.patchStatus(ctx, v.rt.Name, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
 		before = slices.Clone(st.Conditions)
-		st.ObservedGeneration = gen
-		st.ActivePlan = v.active
-		st.DesiredPlan = v.in.DesiredDigest
-		if v.in.InFlight != nil {
-			st.Rollout = v.in.InFlight.Name
-		} else if v.in.Last != nil {
-			st.Rollout = v.in.Last.Name
-		}
-		st.Progress = progress
-		if v.policy != "" {
-			st.EnginePolicy = v.policy
-		}
-		if v.in.Credentials != nil {
-			st.Credentials = status.CredentialsStatus(v.in.Credentials)
-		}
-		status.Apply(st, conds, now)
+		status.Record(st, v.in, conds, gen, now)
 	})
-	if kerrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("write status of runtime %s: %w", v.rt.Name, err)
 	}
-	for _, cnd := range conds {
-		old := meta.FindStatusCondition(before, cnd.Type)
-		if old != nil && old.Status == cnd.Status && old.Reason == cnd.Reason {
-			continue
-		}
-		typ := corev1Normal
-		if (cnd.Type == v1alpha1.ConditionStalled && cnd.Status == metav1.ConditionTrue) ||
-			(cnd.Type != v1alpha1.ConditionStalled && cnd.Status == metav1.ConditionFalse && cnd.Reason != v1alpha1.ReasonRollingOut && cnd.Reason != v1alpha1.ReasonResolving) {
+	for _, tr := range status.Transitions(before, conds) {
+		typ, cnd := corev1Normal, tr.Condition
+		if tr.Warning {
 			typ = corev1Warning
 		}
 		c.event(ctx, v.rt, typ, cnd.Reason, fmt.Sprintf("%s=%s: %s", cnd.Type, cnd.Status, cnd.Message))
@@ -848,18 +817,4 @@ func (c *Controller) knownCreds(rt *v1alpha1.ClusterRuntime) *bus.CredentialsSta
 		return c.creds
 	}
 	return status.CredentialsFromStatus(&rt.Status)
-}
-
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil || d.Duration <= 0 {
-		return def
-	}
-	return d.Duration
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -4,6 +4,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -32,6 +33,9 @@ type Inputs struct {
 	DesiredDigest string
 	// ActiveDigest is the plan the stack was last rolled out to.
 	ActiveDigest string
+	// EnginePolicy is the engine policy the Applications were last written under ("" keeps
+	// the one recorded).
+	EnginePolicy string
 	// PlanUnreadable explains why the active plan cannot be read ("" when it can).
 	PlanUnreadable string
 	// InFlight is the rollout in flight, if any.
@@ -103,7 +107,7 @@ func ready(in Inputs) (metav1.ConditionStatus, string, string) {
 		}
 		return f, v1alpha1.ReasonPaused, msg
 	case in.Engine != nil && !in.Engine.Available:
-		return f, nonEmpty(in.Engine.Reason, v1alpha1.ReasonEngineMissing), "no step starts until Argo CD is available: " + in.Engine.Message
+		return f, cmp.Or(in.Engine.Reason, v1alpha1.ReasonEngineMissing), "no step starts until Argo CD is available: " + in.Engine.Message
 	case in.InFlight != nil:
 		msg := "rollout " + in.InFlight.Name + ": " + rollout.Progress(in.InFlight)
 		if reason, m, ok := rollout.StallReason(in.InFlight); ok {
@@ -162,7 +166,7 @@ func resolved(in Inputs) (metav1.ConditionStatus, string, string) {
 	case in.ResolveReason != "":
 		return f, in.ResolveReason, in.ResolveMessage
 	case credsBad(in):
-		return f, credsReason(in.Credentials), nonEmpty(in.Credentials.Message, "the registry credentials are not usable")
+		return f, credsReason(in.Credentials), cmp.Or(in.Credentials.Message, "the registry credentials are not usable")
 	}
 	return metav1.ConditionTrue, v1alpha1.ReasonResolved, "the spec resolves to plan " + in.DesiredDigest
 }
@@ -172,9 +176,9 @@ func engine(in Inputs) (metav1.ConditionStatus, string, string) {
 	case in.Engine == nil:
 		return metav1.ConditionUnknown, ReasonNotReported, "readiness has not reported on Argo CD yet"
 	case in.Engine.Available:
-		return metav1.ConditionTrue, v1alpha1.ReasonEngineAvailable, nonEmpty(in.Engine.Message, "Argo CD's CRDs and the AppProject exist")
+		return metav1.ConditionTrue, v1alpha1.ReasonEngineAvailable, cmp.Or(in.Engine.Message, "Argo CD's CRDs and the AppProject exist")
 	}
-	return metav1.ConditionFalse, nonEmpty(in.Engine.Reason, v1alpha1.ReasonEngineMissing), in.Engine.Message
+	return metav1.ConditionFalse, cmp.Or(in.Engine.Reason, v1alpha1.ReasonEngineMissing), in.Engine.Message
 }
 
 // Progress is status.progress: the in-flight rollout's progress, "" when none.
@@ -183,6 +187,55 @@ func Progress(in Inputs) string {
 		return ""
 	}
 	return rollout.Progress(in.InFlight)
+}
+
+// Record sets a runtime's status from what the planner knows: the generation it acted on
+// (gen, as the runtime was read for the write), the active and desired plans, the rollout to
+// look at (the one in flight, else the last one that ended without success; unchanged when
+// neither), the progress, the engine policy, the credentials report and conds (Conditions(in),
+// through Apply).
+func Record(st *v1alpha1.ClusterRuntimeStatus, in Inputs, conds []metav1.Condition, gen int64, now time.Time) {
+	st.ObservedGeneration = gen
+	st.ActivePlan = in.ActiveDigest
+	st.DesiredPlan = in.DesiredDigest
+	if in.InFlight != nil {
+		st.Rollout = in.InFlight.Name
+	} else if in.Last != nil {
+		st.Rollout = in.Last.Name
+	}
+	st.Progress = Progress(in)
+	if in.EnginePolicy != "" {
+		st.EnginePolicy = in.EnginePolicy
+	}
+	if in.Credentials != nil {
+		st.Credentials = CredentialsStatus(in.Credentials)
+	}
+	Apply(st, conds, now)
+}
+
+// Transition is a condition that changed, worth an Event on the runtime.
+type Transition struct {
+	// Condition is the condition as written.
+	Condition metav1.Condition
+	// Warning is true for a condition that needs attention: Stalled=True, or another
+	// condition False for a reason other than RollingOut or Resolving (which are progress).
+	Warning bool
+}
+
+// Transitions returns the conditions of conds whose status or reason differs from before (a
+// changed message alone is no transition), in the order of conds.
+func Transitions(before, conds []metav1.Condition) []Transition {
+	var out []Transition
+	for _, c := range conds {
+		old := meta.FindStatusCondition(before, c.Type)
+		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
+			continue
+		}
+		warn := (c.Type == v1alpha1.ConditionStalled && c.Status == metav1.ConditionTrue) ||
+			(c.Type != v1alpha1.ConditionStalled && c.Status == metav1.ConditionFalse && c.Reason != v1alpha1.ReasonRollingOut && c.Reason != v1alpha1.ReasonResolving)
+		out = append(out, Transition{Condition: c, Warning: warn})
+	}
+	return out
 }
 
 // Apply sets conds on the runtime's status with meta.SetStatusCondition (the transition time
@@ -241,7 +294,7 @@ func CredentialsStatus(cs *bus.CredentialsStatus) *v1alpha1.CredentialsStatus {
 	}
 	out := &v1alpha1.CredentialsStatus{Mode: cs.Mode}
 	if !cs.OK {
-		out.Message = nonEmpty(strings.TrimSpace(cs.Message), "the registry credentials are not usable")
+		out.Message = cmp.Or(strings.TrimSpace(cs.Message), "the registry credentials are not usable")
 	}
 	if cs.ExpiresAt != nil {
 		t := metav1.NewTime(cs.ExpiresAt.UTC())
@@ -252,11 +305,4 @@ func CredentialsStatus(cs *bus.CredentialsStatus) *v1alpha1.CredentialsStatus {
 		out.RefreshedAt = &t
 	}
 	return out
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
@@ -125,4 +126,121 @@ func TestApplyKeepsTransitionTimeWhenNothingChanged(t *testing.T) {
 		t.Errorf("transition time %s, want %s", got, t1)
 	}
 	_ = rollout.DefaultDeadline
+}
+
+func TestRecord(t *testing.T) {
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	expires := t1.Add(time.Hour)
+	failed := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: "r-c-b"}, Status: v1alpha1.RuntimeRolloutStatus{Phase: v1alpha1.PhaseFailed, Outcome: v1alpha1.OutcomeFailed}}
+	recorded := func() v1alpha1.ClusterRuntimeStatus {
+		return v1alpha1.ClusterRuntimeStatus{Rollout: "r-b-a", EnginePolicy: "argocd.v1", Progress: "step 1/1 x (Install)"}
+	}
+	tests := map[string]struct {
+		in   Inputs
+		want func(st *v1alpha1.ClusterRuntimeStatus)
+	}{
+		"rolling out: the rollout in flight and its progress": {
+			in: Inputs{ActiveDigest: "sha256:a", DesiredDigest: "sha256:b", InFlight: inflight(""), EnginePolicy: v1alpha1.EnginePolicyArgoCDV2},
+			want: func(st *v1alpha1.ClusterRuntimeStatus) {
+				st.ActivePlan, st.DesiredPlan, st.Rollout = "sha256:a", "sha256:b", "r-b-a"
+				st.Progress, st.EnginePolicy = "step 1/1 gpu-operator (Upgrade)", v1alpha1.EnginePolicyArgoCDV2
+			},
+		},
+		"a failed rollout is the one to look at; no progress": {
+			in: Inputs{ActiveDigest: "sha256:b", DesiredDigest: "sha256:c", Last: failed},
+			want: func(st *v1alpha1.ClusterRuntimeStatus) {
+				st.ActivePlan, st.DesiredPlan, st.Rollout, st.Progress = "sha256:b", "sha256:c", "r-c-b", ""
+			},
+		},
+		"nothing to look at keeps the rollout; no policy keeps the recorded one": {
+			in: Inputs{ActiveDigest: "sha256:b", DesiredDigest: "sha256:b"},
+			want: func(st *v1alpha1.ClusterRuntimeStatus) {
+				st.ActivePlan, st.DesiredPlan, st.Progress = "sha256:b", "sha256:b", ""
+			},
+		},
+		"credentials are mirrored": {
+			in: Inputs{Credentials: &bus.CredentialsStatus{Mode: "aws", OK: true, ExpiresAt: &expires}},
+			want: func(st *v1alpha1.ClusterRuntimeStatus) {
+				st.Progress = ""
+				e := metav1.NewTime(expires)
+				st.Credentials = &v1alpha1.CredentialsStatus{Mode: "aws", ExpiresAt: &e}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.in.Runtime = &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Generation: 7}}
+			conds := Conditions(tc.in)
+			st := recorded()
+			Record(&st, tc.in, conds, 8, t1)
+			want := recorded()
+			want.ObservedGeneration = 8
+			tc.want(&want)
+			want.Conditions = st.Conditions
+			if diff := cmp.Diff(want, st); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if len(st.Conditions) != 4 {
+				t.Fatalf("%d conditions, want 4", len(st.Conditions))
+			}
+			for i, c := range conds {
+				got := st.Conditions[i]
+				if got.Type != c.Type || got.Reason != c.Reason || got.ObservedGeneration != 7 || !got.LastTransitionTime.Time.Equal(t1) {
+					t.Errorf("condition %s: %+v, want %+v at %s", c.Type, got, c, t1)
+				}
+			}
+		})
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	cond := func(typ string, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg}
+	}
+	f, tr := metav1.ConditionFalse, metav1.ConditionTrue
+	before := []metav1.Condition{
+		cond(v1alpha1.ConditionReady, f, v1alpha1.ReasonRollingOut, "step 1/2"),
+		cond(v1alpha1.ConditionStalled, f, v1alpha1.ReasonNotStalled, ""),
+	}
+	tests := map[string]struct {
+		conds []metav1.Condition
+		want  []Transition
+	}{
+		"a new message alone is no transition": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionReady, f, v1alpha1.ReasonRollingOut, "step 2/2"), cond(v1alpha1.ConditionStalled, f, v1alpha1.ReasonNotStalled, "x")},
+		},
+		"rolled out: normal": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionReady, tr, v1alpha1.ReasonRolledOut, "")},
+			want:  []Transition{{Condition: cond(v1alpha1.ConditionReady, tr, v1alpha1.ReasonRolledOut, "")}},
+		},
+		"stalled: warning": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionStalled, tr, v1alpha1.ReasonRolloutFailed, "")},
+			want:  []Transition{{Condition: cond(v1alpha1.ConditionStalled, tr, v1alpha1.ReasonRolloutFailed, ""), Warning: true}},
+		},
+		"not ready: warning": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionReady, f, v1alpha1.ReasonNotReady, "")},
+			want:  []Transition{{Condition: cond(v1alpha1.ConditionReady, f, v1alpha1.ReasonNotReady, ""), Warning: true}},
+		},
+		"a condition seen first; resolving is progress": {
+			conds: []metav1.Condition{
+				cond(v1alpha1.ConditionResolved, f, v1alpha1.ReasonResolving, ""),
+				cond(v1alpha1.ConditionEngineAvailable, metav1.ConditionUnknown, ReasonNotReported, ""),
+			},
+			want: []Transition{
+				{Condition: cond(v1alpha1.ConditionResolved, f, v1alpha1.ReasonResolving, "")},
+				{Condition: cond(v1alpha1.ConditionEngineAvailable, metav1.ConditionUnknown, ReasonNotReported, "")},
+			},
+		},
+		"engine missing: warning": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionEngineAvailable, f, v1alpha1.ReasonEngineMissing, "")},
+			want:  []Transition{{Condition: cond(v1alpha1.ConditionEngineAvailable, f, v1alpha1.ReasonEngineMissing, ""), Warning: true}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Transitions(before, tc.conds)); diff != "" {
+				t.Errorf("transitions (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
