@@ -2,8 +2,9 @@
 // RuntimeRollouts and ConfigMaps feed a work queue keyed by runtime; NATS events (verdicts,
 // apply results, drift, engine and credentials news) are handled at once. Both take the
 // runtime's lock, so one runtime's state is changed by one goroutine at a time; every write
-// re-reads and re-applies on a conflict. The decisions themselves live in package rollout and
-// package status.
+// re-reads and re-applies on a conflict. The controller reads, calls the decisions and writes:
+// the decisions themselves live in package rollout and package status. Sync lists the phases
+// of one reconcile.
 package controller
 
 import (

@@ -35,7 +35,7 @@ type view struct {
 }
 
 // Sync reconciles one runtime, in phases a reader can follow top to bottom; each is a method
-// below, and every decision in them is a call into package rollout or package status:
+// below, and every decision in them is a call into package rollout, status or plan:
 //
 //  1. readRuntime: the runtime, and its finalizer set to match its deletion policy;
 //  2. readRollouts: its rollouts, ended ones labelled with their outcome, a success the
@@ -48,7 +48,9 @@ type view struct {
 //     failure, or created;
 //  7. advanceInFlight: its steps are initialized and advanced, and the commands of started
 //     steps published; its end moves the active plan;
-//  8. a runtime being deleted whose releases are all removed releases its finalizer;
+//  8. an ended rollout that did not reach its plan keeps the runtime stalled
+//     (rollout.KeepsStalled); a runtime being deleted whose releases are all removed releases
+//     its finalizer (rollout.Removed);
 //  9. engineSuspension: every owned Application written with automated sync off or on;
 //  10. writeRuntimeStatus: the runtime's status and conditions, with an Event per transition.
 //

@@ -1,6 +1,7 @@
 // Package status computes a ClusterRuntime's conditions (Ready, Stalled, Resolved,
-// EngineAvailable) and progress from what the planner knows. It is pure: the controller gathers
-// the inputs and writes the result through the status subresource.
+// EngineAvailable), progress and the rest of its status (Record) from what the planner knows,
+// and which condition changes deserve an Event (Transitions). It is pure: the controller
+// gathers the inputs and writes the result through the status subresource.
 package status
 
 import (
