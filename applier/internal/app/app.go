@@ -20,6 +20,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
@@ -131,7 +132,7 @@ func Run(ctx context.Context, o Options) error {
 	w, err := appwriter.New(appwriter.Config{
 		Apps:       apps,
 		Cache:      owned,
-		Plans:      appwriter.NewPlanCache(base.KubeClient.CoreV1().ConfigMaps(o.Namespace), o.Namespace),
+		Plans:      plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), plan.DefaultCacheSize),
 		Publisher:  bus.NewPublisher(base.JS, Name),
 		Settings:   o.settings(),
 		Registerer: base.Registry,

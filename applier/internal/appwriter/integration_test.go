@@ -120,7 +120,7 @@ func newWorld(t testing.TB, messages ...string) *world {
 	}
 	s := testSettings()
 	s.EngineNamespace = w.ns
-	writer, err := New(Config{Apps: w.hooked, Plans: NewPlanCache(kube.CoreV1().ConfigMaps(w.opNS), w.opNS), Publisher: bus.NewPublisher(js, "applier-test"), Settings: s})
+	writer, err := New(Config{Apps: w.hooked, Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps(w.opNS)), 0), Publisher: bus.NewPublisher(js, "applier-test"), Settings: s})
 	if err != nil {
 		t.Fatalf("new writer: %v", err)
 	}

@@ -2,7 +2,6 @@ package appwriter
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -12,28 +11,36 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
-func TestPlanCache(t *testing.T) {
+// TestApplyReadsPlansThroughTheCache: the writer reads a command's plan by digest with a GET,
+// once per plan; a plan that cannot be used is the command's final answer (Failed,
+// PlanUnreadable), an API error a retry.
+func TestApplyReadsPlansThroughTheCache(t *testing.T) {
 	p, cm := testPlan(t, "hello")
 	other, _ := testPlan(t, "other")
 	tests := map[string]struct {
-		objects        func() []runtime.Object
-		digest         string
-		getErr         error
-		wantUnreadable bool
-		wantErr        string
+		objects     func() []runtime.Object
+		digest      string
+		getErr      error
+		wantOutcome []string // of each command; nil for an error (the command is redelivered)
+		wantMessage string
+		wantGets    int // after two commands
 	}{
-		"a stored plan is read": {
-			objects: func() []runtime.Object { return []runtime.Object{cm} },
-			digest:  p.Digest(),
+		"a stored plan is read once": {
+			objects:     func() []runtime.Object { return []runtime.Object{cm} },
+			digest:      p.Digest(),
+			wantOutcome: []string{bus.OutcomeWritten, bus.OutcomeRefreshed},
+			wantGets:    1,
 		},
 		"a missing plan is unreadable": {
-			objects:        func() []runtime.Object { return nil },
-			digest:         p.Digest(),
-			wantUnreadable: true,
-			wantErr:        "not found",
+			objects:     func() []runtime.Object { return nil },
+			digest:      p.Digest(),
+			wantOutcome: []string{bus.OutcomeFailed, bus.OutcomeFailed},
+			wantMessage: "not found",
+			wantGets:    2,
 		},
 		"a plan whose content does not match its digest is unreadable": {
 			objects: func() []runtime.Object {
@@ -41,9 +48,10 @@ func TestPlanCache(t *testing.T) {
 				bad.Data[v1alpha1.PlanDataKey] = strings.Replace(bad.Data[v1alpha1.PlanDataKey], "hello", "tampered", 1)
 				return []runtime.Object{bad}
 			},
-			digest:         p.Digest(),
-			wantUnreadable: true,
-			wantErr:        "does not match",
+			digest:      p.Digest(),
+			wantOutcome: []string{bus.OutcomeFailed, bus.OutcomeFailed},
+			wantMessage: "does not match",
+			wantGets:    2,
 		},
 		"a ConfigMap under the name of another digest is unreadable": {
 			objects: func() []runtime.Object {
@@ -51,15 +59,17 @@ func TestPlanCache(t *testing.T) {
 				moved.Name = plan.ConfigMapName(other.Digest())
 				return []runtime.Object{moved}
 			},
-			digest:         other.Digest(),
-			wantUnreadable: true,
-			wantErr:        "holds plan " + p.Digest(),
+			digest:      other.Digest(),
+			wantOutcome: []string{bus.OutcomeFailed, bus.OutcomeFailed},
+			wantMessage: "holds plan " + p.Digest(),
+			wantGets:    2,
 		},
-		"an API error is transient": {
-			objects: func() []runtime.Object { return []runtime.Object{cm} },
-			digest:  p.Digest(),
-			getErr:  apierrors.NewServiceUnavailable("etcd leader changed"),
-			wantErr: "get plan ConfigMap",
+		"an API error is retried": {
+			objects:     func() []runtime.Object { return []runtime.Object{cm} },
+			digest:      p.Digest(),
+			getErr:      apierrors.NewServiceUnavailable("etcd leader changed"),
+			wantMessage: "etcd leader changed",
+			wantGets:    2,
 		},
 	}
 	for name, tc := range tests {
@@ -70,55 +80,33 @@ func TestPlanCache(t *testing.T) {
 				gets++
 				return tc.getErr != nil, nil, tc.getErr
 			})
-			c := NewPlanCache(cs.CoreV1().ConfigMaps(testOperatorNS), testOperatorNS)
-			for range 2 {
-				got, err := c.Get(context.Background(), tc.digest)
-				if tc.wantErr == "" {
-					if err != nil {
-						t.Fatalf("Get: %v", err)
-					}
-					if got.Digest() != tc.digest {
-						t.Errorf("digest = %s, want %s", got.Digest(), tc.digest)
+			w, err := New(Config{Apps: newFakeApps(t), Plans: plan.NewCache(plan.GetLoader(cs.CoreV1().ConfigMaps(testOperatorNS)), 0),
+				Publisher: &fakePublisher{}, Settings: testSettings()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range int32(2) {
+				cmd := applyCmd(p, "gpu-operator", 1+i, func(c *bus.ApplyCommand) { c.PlanDigest = tc.digest })
+				res, err := w.Apply(context.Background(), cmd)
+				if tc.wantOutcome == nil {
+					if err == nil || !strings.Contains(err.Error(), tc.wantMessage) {
+						t.Fatalf("Apply = %+v, %v; want an error saying %q", res, err, tc.wantMessage)
 					}
 					continue
 				}
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Get error = %v, want one saying %q", err, tc.wantErr)
+				if err != nil {
+					t.Fatalf("Apply: %v", err)
 				}
-				var u *UnreadablePlanError
-				if errors.As(err, &u) != tc.wantUnreadable {
-					t.Errorf("unreadable = %v, want %v (%v)", !tc.wantUnreadable, tc.wantUnreadable, err)
+				if res.Outcome != tc.wantOutcome[i] || !strings.Contains(res.Message, tc.wantMessage) {
+					t.Errorf("command %d: result %s (%s), want %s saying %q", i+1, res.Outcome, res.Message, tc.wantOutcome[i], tc.wantMessage)
+				}
+				if res.Outcome == bus.OutcomeFailed && res.Reason != bus.ResultReasonPlanUnreadable {
+					t.Errorf("reason %s, want %s", res.Reason, bus.ResultReasonPlanUnreadable)
 				}
 			}
-			wantGets := 2
-			if tc.wantErr == "" {
-				wantGets = 1 // plans are immutable: read once
-			}
-			if gets != wantGets {
-				t.Errorf("ConfigMap reads = %d, want %d", gets, wantGets)
+			if gets != tc.wantGets {
+				t.Errorf("ConfigMap reads = %d, want %d", gets, tc.wantGets)
 			}
 		})
-	}
-}
-
-func TestPlanCacheIsBounded(t *testing.T) {
-	objs := []runtime.Object{}
-	var digests []string
-	for i := range planCacheSize + 1 {
-		p, cm := testPlan(t, strings.Repeat("x", i+1))
-		objs = append(objs, cm)
-		digests = append(digests, p.Digest())
-	}
-	c := NewPlanCache(k8sfake.NewClientset(objs...).CoreV1().ConfigMaps(testOperatorNS), testOperatorNS)
-	for _, d := range digests {
-		if _, err := c.Get(context.Background(), d); err != nil {
-			t.Fatalf("Get %s: %v", d, err)
-		}
-	}
-	if n := len(c.plans); n != planCacheSize {
-		t.Errorf("cached plans = %d, want %d", n, planCacheSize)
-	}
-	if _, ok := c.plans[digests[0]]; ok {
-		t.Errorf("the oldest plan is still cached")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
 // Delays of the "not yet" outcomes: the command is redelivered after them.
@@ -67,8 +68,8 @@ type Config struct {
 	Apps Applications
 	// Cache, when set, serves the read before an apply (nil: every write reads with a GET).
 	Cache Cache
-	// Plans loads plans by digest.
-	Plans *PlanCache
+	// Plans loads plans by digest (plan.GetLoader of the operator namespace's ConfigMaps).
+	Plans *plan.Cache
 	// Publisher sends results.
 	Publisher Publisher
 	// Settings are the installation values every Application depends on.
@@ -81,7 +82,7 @@ type Config struct {
 type Writer struct {
 	apps     Applications
 	cache    Cache
-	plans    *PlanCache
+	plans    *plan.Cache
 	pub      Publisher
 	settings appspec.Settings
 	outcomes *prometheus.CounterVec
@@ -172,7 +173,7 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	}
 	p, err := w.plans.Get(ctx, cmd.PlanDigest)
 	if err != nil {
-		if isUnreadable(err) {
+		if plan.IsUnreadable(err) {
 			return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
 		}
 		return nil, err

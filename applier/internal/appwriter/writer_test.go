@@ -44,7 +44,7 @@ func newHarness(t *testing.T, cms ...*corev1.ConfigMap) *harness {
 	h := &harness{apps: newFakeApps(t), pub: &fakePublisher{}, plan: p}
 	w, err := New(Config{
 		Apps:      h.apps,
-		Plans:     NewPlanCache(k8sfake.NewClientset(objs...).CoreV1().ConfigMaps(testOperatorNS), testOperatorNS),
+		Plans:     plan.NewCache(plan.GetLoader(k8sfake.NewClientset(objs...).CoreV1().ConfigMaps(testOperatorNS)), 0),
 		Publisher: h.pub,
 		Settings:  testSettings(),
 	})

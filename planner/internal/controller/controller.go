@@ -64,8 +64,9 @@ type Controller struct {
 	locks keyedLocks
 	notes notes
 
+	plans *plan.Cache // by digest, read through store
+
 	mu        sync.Mutex
-	plans     map[string]*plan.Plan // by digest: plans are immutable
 	resolved  map[string]resolution // by runtime
 	published map[string]bool       // message IDs published by this process
 	engine    *bus.EngineStatus
@@ -99,7 +100,10 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	cs := newCachedStore(store)
 	return &Controller{
 		cfg: cfg, store: cs, cache: cs, pub: pub, queue: q,
-		plans: map[string]*plan.Plan{}, resolved: map[string]resolution{}, published: map[string]bool{},
+		plans: plan.NewCache(func(ctx context.Context, name string) (*corev1.ConfigMap, error) {
+			return cs.GetConfigMap(ctx, cfg.Namespace, name)
+		}, plan.DefaultCacheSize),
+		resolved: map[string]resolution{}, published: map[string]bool{},
 		names: func() []string { return []string{v1alpha1.RuntimeName} },
 	}
 }

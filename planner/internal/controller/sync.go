@@ -388,10 +388,7 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 }
 
 func (c *Controller) storePlan(ctx context.Context, v *view, p *plan.Plan) error {
-	c.mu.Lock()
-	_, known := c.plans[p.Digest()]
-	c.mu.Unlock()
-	if known {
+	if _, known := c.plans.Cached(p.Digest()); known {
 		return nil
 	}
 	cm, err := p.ConfigMap(c.cfg.Namespace)
@@ -403,33 +400,15 @@ func (c *Controller) storePlan(ctx context.Context, v *view, p *plan.Plan) error
 	if err := c.store.CreateConfigMap(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("store plan %s: %w", p.Digest(), err)
 	}
-	c.mu.Lock()
-	c.plans[p.Digest()] = p
-	c.mu.Unlock()
-	return nil
+	return c.plans.Add(p)
 }
 
+// loadPlan returns the plan with digest (nil for ""), from the plan cache.
 func (c *Controller) loadPlan(ctx context.Context, digest string) (*plan.Plan, error) {
 	if digest == "" {
 		return nil, nil
 	}
-	c.mu.Lock()
-	p, ok := c.plans[digest]
-	c.mu.Unlock()
-	if ok {
-		return p, nil
-	}
-	cm, err := c.store.GetConfigMap(ctx, c.cfg.Namespace, plan.ConfigMapName(digest))
-	if err != nil {
-		return nil, fmt.Errorf("get plan %s: %w", digest, err)
-	}
-	if p, err = plan.FromConfigMap(cm); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.plans[digest] = p
-	c.mu.Unlock()
-	return p, nil
+	return c.plans.Get(ctx, digest)
 }
 
 // createRollout creates the rollout of a move (rollout.New; AlreadyExists is fine: the name

@@ -18,6 +18,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/engine"
 	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
@@ -26,6 +27,11 @@ import (
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
 // leader-election lock.
 const Name = "readiness"
+
+// planCacheSize bounds the plans kept for drift detection. It is above plan.DefaultCacheSize:
+// the watched Applications may name the plans of several older rollouts (a release a rollout
+// left unchanged keeps the digest it was written from).
+const planCacheSize = 64
 
 // Options are the readiness watcher's flags.
 type Options struct {
@@ -140,7 +146,7 @@ func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Clie
 	}
 	if o.RegistryRepository != "" {
 		w.Settings = o.settings()
-		w.Plans = &watch.Plans{ConfigMaps: base.KubeClient.CoreV1().ConfigMaps(o.Namespace)}
+		w.Plans = plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), planCacheSize)
 	} else {
 		logging.From(ctx).Warn().Msg("--registry-repository is not set: spec drift is not checked (verdicts and deletions are)")
 	}

@@ -11,15 +11,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -48,11 +44,6 @@ type ListWatcher interface {
 	ListWatch(labelSelector string) *cache.ListWatch
 }
 
-// PlanSource returns the plan with a digest.
-type PlanSource interface {
-	Plan(ctx context.Context, digest string) (*plan.Plan, error)
-}
-
 // Watcher publishes what it sees of owned Applications.
 type Watcher struct {
 	// Apps lists and watches the Applications of the engine namespace; *argoapp.Applications
@@ -60,8 +51,8 @@ type Watcher struct {
 	Apps ListWatcher
 	// Settings render the desired Application for drift detection.
 	Settings appspec.Settings
-	// Plans finds the plan an Application names.
-	Plans PlanSource
+	// Plans finds the plan an Application names; nil leaves drift unchecked.
+	Plans *plan.Cache
 	// Publisher sends verdicts and drift reports.
 	Publisher Publisher
 
@@ -367,9 +358,9 @@ func (w *Watcher) desired(ctx context.Context, app *argoapp.Application) (*argoa
 	if digest == "" || w.Plans == nil {
 		return nil, nil
 	}
-	p, err := w.Plans.Plan(ctx, digest)
-	if errors.Is(err, ErrPlanNotFound) {
-		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan named by the application not found; drift not checked")
+	p, err := w.Plans.Get(ctx, digest)
+	if plan.IsUnreadable(err) {
+		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Err(err).Msg("plan named by the application cannot be read; drift not checked")
 		return nil, nil
 	}
 	if err != nil {
@@ -390,67 +381,4 @@ func (w *Watcher) desired(ctx context.Context, app *argoapp.Application) (*argoa
 		StepStarted:   started,
 		SuspendEngine: app.Annotations[v1alpha1.AnnotationEngineSuspended] == "true",
 	})
-}
-
-// ErrPlanNotFound is returned by a PlanSource for a digest with no plan ConfigMap.
-var ErrPlanNotFound = errors.New("plan not found")
-
-// ConfigMapGetter reads a ConfigMap by name.
-type ConfigMapGetter interface {
-	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
-}
-
-// Plans reads plan ConfigMaps from the operator namespace and keeps them by digest: plans are
-// immutable, so a cached plan never goes stale.
-type Plans struct {
-	ConfigMaps ConfigMapGetter
-	// Max bounds the cache (default 64 plans).
-	Max int
-
-	mu    sync.Mutex
-	plans map[string]*plan.Plan
-	order []string
-}
-
-// Plan implements PlanSource.
-func (p *Plans) Plan(ctx context.Context, digest string) (*plan.Plan, error) {
-	p.mu.Lock()
-	if pl, ok := p.plans[digest]; ok {
-		p.mu.Unlock()
-		return pl, nil
-	}
-	p.mu.Unlock()
-	cm, err := p.ConfigMaps.Get(ctx, plan.ConfigMapName(digest), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("get plan %s: %w", digest, ErrPlanNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get plan %s: %w", digest, err)
-	}
-	pl, err := plan.FromConfigMap(cm)
-	if err != nil {
-		// A plan that does not verify never will: treat it like a missing one.
-		return nil, fmt.Errorf("%w: %w", ErrPlanNotFound, err)
-	}
-	if pl.Digest() != digest {
-		return nil, fmt.Errorf("%w: ConfigMap %s holds plan %s", ErrPlanNotFound, cm.Name, pl.Digest())
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.plans == nil {
-		p.plans = map[string]*plan.Plan{}
-	}
-	max := p.Max
-	if max <= 0 {
-		max = 64
-	}
-	if _, ok := p.plans[digest]; !ok {
-		p.plans[digest] = pl
-		p.order = append(p.order, digest)
-		for len(p.order) > max {
-			delete(p.plans, p.order[0])
-			p.order = p.order[1:]
-		}
-	}
-	return pl, nil
 }

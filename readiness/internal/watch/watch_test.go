@@ -226,7 +226,7 @@ func startWatcher(t *testing.T, objs ...runtime.Object) (*fakeApps, *recorder, c
 	kube := kubefake.NewSimpleClientset(cm)
 	rec := &recorder{}
 	w := &Watcher{Apps: apps, Settings: testSettings, Publisher: rec,
-		Plans: &Plans{ConfigMaps: kube.CoreV1().ConfigMaps("aicr-system")}}
+		Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 0)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
