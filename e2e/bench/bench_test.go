@@ -560,8 +560,8 @@ func measureWrites(ctx context.Context, rolloutName string, plans []*plan.Plan) 
 		p := plans[(i/writeReleases)%2]
 		release := fmt.Sprintf("w-%03d", i%writeReleases)
 		step := bus.StepRef{Rollout: rolloutName, Index: int32(i + 1), ID: fmt.Sprintf("%s/%d", rolloutName, i+1), Started: started}
-		cmd := &bus.ApplyCommand{Header: bus.Header{Type: bus.TypeApplyCommand, ID: step.ID + "/1"}, Runtime: "bench", RuntimeUID: "bench-uid",
-			Step: step, Release: release, Action: v1alpha1.ActionUpgrade, PlanDigest: p.Digest(), EnginePolicy: v1alpha1.EnginePolicyArgoCDV2}
+		cmd := bus.NewApplyCommand("bench", "bench-uid", step, release, v1alpha1.ActionUpgrade, p.Digest(), false)
+		cmd.ID = step.ID + "/1"
 		if err := pub.Publish(ctx, bus.ApplySubject("bench", release), cmd.ID, cmd); err != nil {
 			return 0, 0, err
 		}

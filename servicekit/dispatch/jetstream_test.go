@@ -97,8 +97,8 @@ func runDispatcher(t *testing.T, d *Dispatcher) {
 }
 
 func applyCommand(release string) *bus.ApplyCommand {
-	return &bus.ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-1", Release: release, Action: v1alpha1.ActionInstall,
-		Step: bus.StepRef{Rollout: "cluster-1", Index: 1, ID: "cluster-1/1"}, PlanDigest: planDigest, EnginePolicy: v1alpha1.EnginePolicyArgoCDV2}
+	return bus.NewApplyCommand("cluster", "uid-1", bus.StepRef{Rollout: "cluster-1", Index: 1, ID: "cluster-1/1"}, release,
+		v1alpha1.ActionInstall, planDigest, false)
 }
 
 // settled waits until the consumer has nothing pending or unacknowledged and the work queue

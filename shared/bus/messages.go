@@ -1,12 +1,16 @@
 package bus
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
-// Message type strings. A type names one JSON shape; a change that is not additive gets a new
+// Message type strings. A type names one JSON shape. A field is added, or one removed, only when
+// a receiver of either shape reads a message of the other as its sender meant it (receivers
+// ignore unknown fields, and an absent field is its zero value); any other change gets a new
 // version.
 const (
 	TypeApplyCommand      = "aicr.v1.ApplyCommand"
@@ -54,7 +58,9 @@ type StepRef struct {
 	Started time.Time `json:"started"`
 }
 
-// ApplyCommand asks the applier to write one release's Application from a stored plan.
+// ApplyCommand asks the applier to write one release's Application from a stored plan. Build
+// it with NewApplyCommand. Whether the release is a readiness gate (and gets an explicit sync)
+// is the plan's to say, not the command's.
 type ApplyCommand struct {
 	Header
 	// Runtime is the ClusterRuntime's name.
@@ -69,21 +75,38 @@ type ApplyCommand struct {
 	Action v1alpha1.StepAction `json:"action"`
 	// PlanDigest names the plan ConfigMap holding the release's chart, values and dependencies.
 	PlanDigest string `json:"plan_digest"`
-	// ReadinessGate asks for an explicit sync operation after the write.
-	ReadinessGate bool `json:"readiness_gate,omitempty"`
 	// SuspendEngine writes automated sync off.
 	SuspendEngine bool `json:"suspend_engine,omitempty"`
-	// EnginePolicy is the policy to write under (v1alpha1.EnginePolicyArgoCDV2).
-	EnginePolicy string `json:"engine_policy"`
-	// Force says the write repairs drift: the planner emits FieldOwnershipOverridden.
-	Force bool `json:"force,omitempty"`
+}
+
+// NewApplyCommand returns the command that writes release's Application for step, from the
+// plan planDigest, as the runtime of the given name and UID owns it; suspendEngine writes
+// automated sync off. The Publisher stamps the header.
+func NewApplyCommand(runtime, runtimeUID string, step StepRef, release string, action v1alpha1.StepAction, planDigest string, suspendEngine bool) *ApplyCommand {
+	return &ApplyCommand{Runtime: runtime, RuntimeUID: runtimeUID, Step: step, Release: release, Action: action,
+		PlanDigest: planDigest, SuspendEngine: suspendEngine}
 }
 
 // MessageType implements Envelope.
 func (*ApplyCommand) MessageType() string { return TypeApplyCommand }
 
+// Validate is the receiver's check of a delivered command: it names every missing field
+// (message ID included, which the Publisher stamps) and an action an ApplyCommand does not carry.
+func (c *ApplyCommand) Validate() error {
+	if missing := missingFields(map[string]string{"id": c.ID, "runtime": c.Runtime, "runtime_uid": c.RuntimeUID,
+		"release": c.Release, "plan_digest": c.PlanDigest, "step.id": c.Step.ID}); len(missing) > 0 {
+		return fmt.Errorf("command %s lacks %v", c.ID, missing)
+	}
+	switch c.Action {
+	case v1alpha1.ActionInstall, v1alpha1.ActionUpgrade, v1alpha1.ActionApply:
+		return nil
+	}
+	return fmt.Errorf("action %q: use Install, Upgrade or Apply (Remove is a RemoveCommand)", c.Action)
+}
+
 // RemoveCommand asks the applier to run the Remove sequence on one release's Application:
-// annotate delete-rollout, add the resources finalizer, delete with a UID precondition.
+// annotate delete-rollout, add the resources finalizer, delete with a UID precondition on the
+// Application whose ownership it just checked. Build it with NewRemoveCommand.
 type RemoveCommand struct {
 	Header
 	// Runtime is the ClusterRuntime's name.
@@ -94,12 +117,39 @@ type RemoveCommand struct {
 	Step StepRef `json:"step"`
 	// Release is the Application's name.
 	Release string `json:"release"`
-	// UID, when set, is the Application UID the planner saw; a different UID is never deleted.
-	UID string `json:"uid,omitempty"`
+}
+
+// NewRemoveCommand returns the command that removes release's Application, owned by the runtime
+// of the given name and UID, for the approved Remove step. The Publisher stamps the header.
+func NewRemoveCommand(runtime, runtimeUID string, step StepRef, release string) *RemoveCommand {
+	return &RemoveCommand{Runtime: runtime, RuntimeUID: runtimeUID, Step: step, Release: release}
 }
 
 // MessageType implements Envelope.
 func (*RemoveCommand) MessageType() string { return TypeRemoveCommand }
+
+// Validate is the receiver's check of a delivered command: it names every missing field
+// (message ID included, which the Publisher stamps). A Remove belongs to a rollout step, so
+// step.rollout is required.
+func (c *RemoveCommand) Validate() error {
+	if missing := missingFields(map[string]string{"id": c.ID, "runtime": c.Runtime, "runtime_uid": c.RuntimeUID,
+		"release": c.Release, "step.id": c.Step.ID, "step.rollout": c.Step.Rollout}); len(missing) > 0 {
+		return fmt.Errorf("command %s lacks %v (a Remove belongs to an approved rollout step)", c.ID, missing)
+	}
+	return nil
+}
+
+// missingFields returns the sorted names of the empty values.
+func missingFields(fields map[string]string) []string {
+	var missing []string
+	for name, v := range fields {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
 
 // Apply outcomes.
 const (
@@ -136,15 +186,12 @@ const (
 	// ResultReasonPlanUnreadable (Failed): the plan ConfigMap is missing or corrupt, or does not
 	// hold the release.
 	ResultReasonPlanUnreadable = "PlanUnreadable"
-	// ResultReasonInvalidCommand (Failed): the command lacks a field or names an unsupported
-	// engine policy.
+	// ResultReasonInvalidCommand (Failed): the command fails its Validate: a field is missing,
+	// or an ApplyCommand names an action it does not carry.
 	ResultReasonInvalidCommand = "InvalidCommand"
 	// ResultReasonApplicationRejected (Failed): the API server rejected the Application as
 	// invalid.
 	ResultReasonApplicationRejected = "ApplicationRejected"
-	// ResultReasonRecreated (Failed): a Remove named an Application UID that is gone, and an
-	// Application of the runtime with the same name and another UID exists; it was left alone.
-	ResultReasonRecreated = "Recreated"
 )
 
 // ApplyResult is the applier's answer to one command.

@@ -35,23 +35,31 @@ func header(typ, id, source string) Header {
 	return Header{Type: typ, ID: id, Time: sentAt, Source: source}
 }
 
+const runtimeUID = "6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10"
+
+// sampleApply and sampleRemove are the commands as the planner builds them, stamped as the
+// Publisher stamps them.
+func sampleApply() *ApplyCommand {
+	step := StepRef{Rollout: "cluster-7", Index: 3, ID: "cluster-7/3", Started: startedAt}
+	c := NewApplyCommand("cluster", runtimeUID, step, "gpu-operator", v1alpha1.ActionUpgrade, planDigest, true)
+	c.Header = header(TypeApplyCommand, "cluster-7/3/1", "planner")
+	return c
+}
+
+func sampleRemove() *RemoveCommand {
+	step := StepRef{Rollout: "cluster-7", Index: 4, ID: "cluster-7/4", Started: startedAt}
+	c := NewRemoveCommand("cluster", runtimeUID, step, "nfd")
+	c.Header = header(TypeRemoveCommand, "cluster-7/4/1", "planner")
+	return c
+}
+
 // samples holds one message of each type with every field set, as a sender fills it. They are
 // the golden files' content: testdata/<type>.json.
 func samples() map[string]Envelope {
 	step := StepRef{Rollout: "cluster-7", Index: 3, ID: "cluster-7/3", Started: startedAt}
 	return map[string]Envelope{
-		TypeApplyCommand: &ApplyCommand{
-			Header:  header(TypeApplyCommand, "cluster-7/3/1", "planner"),
-			Runtime: "cluster", RuntimeUID: "6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10", Step: step,
-			Release: "gpu-operator", Action: v1alpha1.ActionUpgrade, PlanDigest: planDigest,
-			ReadinessGate: true, SuspendEngine: true, EnginePolicy: v1alpha1.EnginePolicyArgoCDV2, Force: true,
-		},
-		TypeRemoveCommand: &RemoveCommand{
-			Header:  header(TypeRemoveCommand, "cluster-7/4/1", "planner"),
-			Runtime: "cluster", RuntimeUID: "6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10",
-			Step:    StepRef{Rollout: "cluster-7", Index: 4, ID: "cluster-7/4", Started: startedAt},
-			Release: "nfd", UID: "0b8e2f51-5c1d-4c7e-8f0a-3e9d6b2a7c44",
-		},
+		TypeApplyCommand:  sampleApply(),
+		TypeRemoveCommand: sampleRemove(),
 		TypeApplyResult: &ApplyResult{
 			Header:    header(TypeApplyResult, "cluster-7/3/1/result", "applier"),
 			CommandID: "cluster-7/3/1", Runtime: "cluster", Release: "gpu-operator", Step: step,
@@ -276,4 +284,96 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCommandConstructorsFillEveryField: a field added to a command but not to its constructor
+// would never be sent.
+func TestCommandConstructorsFillEveryField(t *testing.T) {
+	for _, c := range []Envelope{sampleApply(), sampleRemove()} {
+		v := reflect.ValueOf(c).Elem()
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if f.Name == "Header" { // stamped by the Publisher
+				continue
+			}
+			if v.Field(i).IsZero() {
+				t.Errorf("%s.%s is not set by its constructor", v.Type().Name(), f.Name)
+			}
+		}
+	}
+}
+
+func TestCommandValidate(t *testing.T) {
+	tests := map[string]struct {
+		cmd     interface{ Validate() error }
+		wantErr string // "" for valid
+	}{
+		"an apply command as the planner sends it": {cmd: sampleApply()},
+		"a remove command as the planner sends it": {cmd: sampleRemove()},
+		"an apply command without its fields": {
+			cmd:     &ApplyCommand{Header: Header{ID: "x/1"}, Action: v1alpha1.ActionInstall},
+			wantErr: "command x/1 lacks [plan_digest release runtime runtime_uid step.id]",
+		},
+		"an apply command without a message ID": {
+			cmd:     func() *ApplyCommand { c := sampleApply(); c.ID = ""; return c }(),
+			wantErr: "lacks [id]",
+		},
+		"an apply command asking for a Remove": {
+			cmd:     func() *ApplyCommand { c := sampleApply(); c.Action = v1alpha1.ActionRemove; return c }(),
+			wantErr: `action "Remove": use Install, Upgrade or Apply (Remove is a RemoveCommand)`,
+		},
+		"an apply command without an action": {
+			cmd:     func() *ApplyCommand { c := sampleApply(); c.Action = ""; return c }(),
+			wantErr: `action "": use Install, Upgrade or Apply`,
+		},
+		"a remove command outside a rollout": {
+			cmd:     func() *RemoveCommand { c := sampleRemove(); c.Step.Rollout = ""; return c }(),
+			wantErr: "command cluster-7/4/1 lacks [step.rollout] (a Remove belongs to an approved rollout step)",
+		},
+		"a remove command without its fields": {
+			cmd:     &RemoveCommand{Header: Header{ID: "x/1"}},
+			wantErr: "lacks [release runtime runtime_uid step.id step.rollout]",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := tc.cmd.Validate()
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("Validate: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("Validate = %v, want an error saying %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestCommandsOfTheEarlierShape: during an upgrade the applier may receive commands from a
+// planner that still sent readiness_gate, engine_policy, force (ApplyCommand) and uid
+// (RemoveCommand), which no receiver read (the gate is the plan's): they decode to the same
+// command.
+func TestCommandsOfTheEarlierShape(t *testing.T) {
+	earlierApply := `{"type":"aicr.v1.ApplyCommand","id":"cluster-7/3/1","time":"2026-05-14T09:30:00Z","source":"planner",
+		"runtime":"cluster","runtime_uid":"6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10",
+		"step":{"rollout":"cluster-7","index":3,"id":"cluster-7/3","started":"2026-05-14T09:29:58Z"},
+		"release":"gpu-operator","action":"Upgrade","plan_digest":"` + planDigest + `",
+		"readiness_gate":true,"suspend_engine":true,"engine_policy":"argocd.v2","force":true}`
+	earlierRemove := `{"type":"aicr.v1.RemoveCommand","id":"cluster-7/4/1","time":"2026-05-14T09:30:00Z","source":"planner",
+		"runtime":"cluster","runtime_uid":"6f1c2b9e-0d4a-4e59-9a53-2d7f3c1e8b10",
+		"step":{"rollout":"cluster-7","index":4,"id":"cluster-7/4","started":"2026-05-14T09:29:58Z"},
+		"release":"nfd","uid":"0b8e2f51-5c1d-4c7e-8f0a-3e9d6b2a7c44"}`
+	var apply ApplyCommand
+	if err := json.Unmarshal([]byte(earlierApply), &apply); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sampleApply(), &apply); diff != "" {
+		t.Errorf("earlier ApplyCommand (-want +got):\n%s", diff)
+	}
+	var remove RemoveCommand
+	if err := json.Unmarshal([]byte(earlierRemove), &remove); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sampleRemove(), &remove); diff != "" {
+		t.Errorf("earlier RemoveCommand (-want +got):\n%s", diff)
+	}
 }

@@ -106,8 +106,8 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 	if err := dispatch.WaitStreams(t.Context(), js, 1); err != nil {
 		t.Fatalf("streams: %v", err)
 	}
-	cmd := &bus.ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-1", Release: "gpu-operator", Action: v1alpha1.ActionInstall,
-		PlanDigest: "sha256:" + strings.Repeat("a", 64), Step: bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}}
+	cmd := bus.NewApplyCommand("cluster", "uid-1", bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}, "gpu-operator",
+		v1alpha1.ActionInstall, "sha256:"+strings.Repeat("a", 64), false)
 	if err := bus.NewPublisher(js, "test").Publish(t.Context(), bus.ApplySubject("cluster", "gpu-operator"), "r1/1/1", cmd); err != nil {
 		t.Fatalf("publish command: %v", err)
 	}

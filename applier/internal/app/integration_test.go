@@ -94,8 +94,7 @@ components:
 	}
 	pub := bus.NewPublisher(js, "test")
 	step := bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}
-	apply := &bus.ApplyCommand{Runtime: "cluster", RuntimeUID: "uid-it", Step: step, Release: "nfd", Action: v1alpha1.ActionInstall,
-		PlanDigest: p.Digest(), EnginePolicy: v1alpha1.EnginePolicyArgoCDV2}
+	apply := bus.NewApplyCommand("cluster", "uid-it", step, "nfd", v1alpha1.ActionInstall, p.Digest(), false)
 	if err := pub.Publish(ctx, bus.ApplySubject("cluster", "nfd"), "r1/1/1", apply); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +109,7 @@ components:
 		t.Errorf("application %s %v", app.Spec.Source.RepoURL, app.Labels)
 	}
 
-	remove := &bus.RemoveCommand{Runtime: "cluster", RuntimeUID: "uid-it", Step: bus.StepRef{Rollout: "r2", Index: 1, ID: "r2/1", Started: time.Now()}, Release: "nfd"}
+	remove := bus.NewRemoveCommand("cluster", "uid-it", bus.StepRef{Rollout: "r2", Index: 1, ID: "r2/1", Started: time.Now()}, "nfd")
 	if err := pub.Publish(ctx, bus.RemoveSubject("cluster", "nfd"), "r2/1/1", remove); err != nil {
 		t.Fatal(err)
 	}

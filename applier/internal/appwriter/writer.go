@@ -168,7 +168,7 @@ func (w *Writer) publish(ctx context.Context, res *bus.ApplyResult) error {
 // dispatch.NotYetError (an operation is in the way, or the Application is being deleted) or a
 // transient failure to retry; every final answer, including refusals, is a result.
 func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyResult, error) {
-	if err := validateApply(cmd); err != nil {
+	if err := cmd.Validate(); err != nil {
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonInvalidCommand, err.Error(), nil), nil
 	}
 	p, err := w.plans.Get(ctx, cmd.PlanDigest)
@@ -190,7 +190,7 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	if err != nil {
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
 	}
-	gate := rel.ReadinessGate || cmd.ReadinessGate
+	gate := rel.ReadinessGate
 	if w.cache != nil {
 		res, err := w.applyOnce(ctx, cmd, desired, gate, true)
 		switch {
@@ -354,7 +354,7 @@ func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Applicatio
 // Remove runs the Remove sequence and returns the result to publish: Removed once the
 // Application is gone, NotYet while Argo CD deletes the release's resources.
 func (w *Writer) Remove(ctx context.Context, cmd *bus.RemoveCommand) (*bus.ApplyResult, error) {
-	if err := validateRemove(cmd); err != nil {
+	if err := cmd.Validate(); err != nil {
 		return removeResult(cmd, bus.OutcomeFailed, bus.ResultReasonInvalidCommand, err.Error(), nil), nil
 	}
 	var res *bus.ApplyResult
@@ -385,11 +385,6 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 		logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, cmd.Step.ID).Msg("outdated command not carried out")
 		return removeResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
 	}
-	if cmd.UID != "" && string(live.UID) != cmd.UID {
-		return removeResult(cmd, bus.OutcomeFailed, bus.ResultReasonRecreated, fmt.Sprintf(
-			"Application %s/%s with UID %s is gone; the Application now under that name has UID %s and was left alone",
-			ns, name, cmd.UID, live.UID), nil), nil
-	}
 	if live.DeletionTimestamp != nil {
 		return nil, dispatch.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
 	}
@@ -405,6 +400,11 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 			return nil, fmt.Errorf("mark application %s/%s for removal: %w", ns, name, err)
 		}
 	}
+	// The delete is held to the UID of the Application whose ownership was just checked, so a
+	// namesake created since the read is read and checked again, never deleted unseen. (The
+	// command names no UID: the planner never reads Applications; an owned Application under the
+	// name, even one a repair recreated, is the one the Remove step was approved for, unless a
+	// later rollout wrote it: outdatedBy above.)
 	uid := live.UID
 	err = w.apps.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	switch {
@@ -514,44 +514,6 @@ func outcomeMessage(outcome, stepWrite string) string {
 		return "the Application's spec was already as planned; its sync operation started"
 	}
 	return ""
-}
-
-func validateApply(cmd *bus.ApplyCommand) error {
-	var missing []string
-	for field, v := range map[string]string{"runtime": cmd.Runtime, "runtime_uid": cmd.RuntimeUID, "release": cmd.Release,
-		"plan_digest": cmd.PlanDigest, "step.id": cmd.Step.ID, "id": cmd.ID} {
-		if v == "" {
-			missing = append(missing, field)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return fmt.Errorf("command %s lacks %v", cmd.ID, missing)
-	}
-	switch cmd.Action {
-	case v1alpha1.ActionInstall, v1alpha1.ActionUpgrade, v1alpha1.ActionApply:
-	default:
-		return fmt.Errorf("action %q: use Install, Upgrade or Apply (Remove is a RemoveCommand)", cmd.Action)
-	}
-	if cmd.EnginePolicy != "" && cmd.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2 {
-		return fmt.Errorf("engine_policy %q: this applier writes %s only", cmd.EnginePolicy, v1alpha1.EnginePolicyArgoCDV2)
-	}
-	return nil
-}
-
-func validateRemove(cmd *bus.RemoveCommand) error {
-	var missing []string
-	for field, v := range map[string]string{"runtime": cmd.Runtime, "runtime_uid": cmd.RuntimeUID, "release": cmd.Release,
-		"step.id": cmd.Step.ID, "step.rollout": cmd.Step.Rollout, "id": cmd.ID} {
-		if v == "" {
-			missing = append(missing, field)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return fmt.Errorf("command %s lacks %v (a Remove belongs to an approved rollout step)", cmd.ID, missing)
-	}
-	return nil
 }
 
 func applyResult(cmd *bus.ApplyCommand, outcome, reason, message string, app *argoapp.Application) *bus.ApplyResult {

@@ -304,10 +304,10 @@ func TestApplyRefuses(t *testing.T) {
 			wantReason:  bus.ResultReasonInvalidCommand,
 			wantMessage: []string{"runtime_uid"},
 		},
-		"a command under an unknown engine policy fails with InvalidCommand": {
+		"an apply command asking for a Remove fails with InvalidCommand": {
 			wantOutcome: bus.OutcomeFailed,
 			wantReason:  bus.ResultReasonInvalidCommand,
-			wantMessage: []string{`engine_policy "argocd.v1"`, v1alpha1.EnginePolicyArgoCDV2},
+			wantMessage: []string{`action "Remove"`, "RemoveCommand"},
 		},
 	}
 	for name, tc := range tests {
@@ -326,8 +326,8 @@ func TestApplyRefuses(t *testing.T) {
 				cmd.Release = "no-such-release"
 			case strings.Contains(name, "runtime UID"):
 				cmd.RuntimeUID = ""
-			case strings.Contains(name, "engine policy"):
-				cmd.EnginePolicy = "argocd.v1"
+			case strings.Contains(name, "asking for a Remove"):
+				cmd.Action = v1alpha1.ActionRemove
 			}
 			res := h.apply(t, cmd)
 			if res.Outcome != tc.wantOutcome || res.Reason != tc.wantReason {
@@ -442,7 +442,7 @@ func TestApplyForcesHandEditBack(t *testing.T) {
 		t.Fatalf("hand edit did not land: enabled = %v", e)
 	}
 	h.apps.writes()
-	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply; c.Force = true }))
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
 	if res.Outcome != bus.OutcomeRefreshed {
 		t.Errorf("outcome = %s; want Refreshed (source, destination and ignoreDifferences were untouched)", res.Outcome)
 	}
@@ -741,15 +741,6 @@ func TestRemove(t *testing.T) {
 			wantOutcome: bus.OutcomeForeign,
 			wantReason:  v1alpha1.ReasonForeignObject,
 			wantWrites:  []string{removeVerb, "delete"},
-			wantLive:    true,
-		},
-		"an owned namesake of another UID than the step's is left alone": {
-			setup: func(t *testing.T, h *harness) *bus.RemoveCommand {
-				h.ownedApp(t, "gpu-operator", 1)
-				return removeCmd("gpu-operator", 9, func(c *bus.RemoveCommand) { c.UID = "uid-of-the-old-one" })
-			},
-			wantOutcome: bus.OutcomeFailed,
-			wantReason:  bus.ResultReasonRecreated,
 			wantLive:    true,
 		},
 		"a Remove outside a rollout is an invalid command": {

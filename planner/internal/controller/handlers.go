@@ -187,7 +187,7 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 		}
 	case rollout.DriftRepublish:
 		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) {
-			if err := c.publishStep(ctx, rt, r, s, "drift-"+tag, true); err != nil {
+			if err := c.publishStep(ctx, rt, r, s, "drift-"+tag); err != nil {
 				return err
 			}
 			c.event(ctx, rt, corev1Normal, v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds))
@@ -200,11 +200,9 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 // repair forces a release's Application back to the plan it was written from.
 func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d *bus.DriftReport, digest, tag string) error {
 	stepID := repairID(digest, tag)
-	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), stepID+"/"+d.Release, &bus.ApplyCommand{
-		Runtime: rt.Name, RuntimeUID: string(rt.UID), Step: bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
-		Release: d.Release, Action: v1alpha1.ActionApply, PlanDigest: digest, SuspendEngine: rt.Spec.SuspendEngine,
-		EnginePolicy: v1alpha1.EnginePolicyArgoCDV2, Force: true,
-	})
+	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), stepID+"/"+d.Release,
+		bus.NewApplyCommand(rt.Name, string(rt.UID), bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
+			d.Release, v1alpha1.ActionApply, digest, rt.Spec.SuspendEngine))
 	if err != nil {
 		return err
 	}

@@ -625,7 +625,7 @@ func (c *Controller) publishOutstanding(ctx context.Context, rt *v1alpha1.Cluste
 		if s == nil {
 			continue
 		}
-		if err := c.publishStep(ctx, rt, r, s, st.Attempt, false); err != nil {
+		if err := c.publishStep(ctx, rt, r, s, st.Attempt); err != nil {
 			return err
 		}
 	}
@@ -634,7 +634,7 @@ func (c *Controller) publishOutstanding(ctx context.Context, rt *v1alpha1.Cluste
 
 // publishStep publishes a step's command with message ID "<stepID>/<attempt>", once per
 // process (JetStream drops a republish after a restart within its window).
-func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, attempt string, force bool) error {
+func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, attempt string) error {
 	stepID := rollout.StepID(r.Name, s.Index)
 	id := rollout.CommandID(stepID, attempt)
 	started := time.Time{}
@@ -643,15 +643,11 @@ func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntim
 	}
 	ref := bus.StepRef{Rollout: r.Name, Index: s.Index, ID: stepID, Started: started}
 	if s.Action == v1alpha1.ActionRemove {
-		return c.publishOnce(ctx, bus.RemoveSubject(rt.Name, s.Release), id, &bus.RemoveCommand{
-			Runtime: rt.Name, RuntimeUID: r.Spec.RuntimeUID, Step: ref, Release: s.Release,
-		})
+		return c.publishOnce(ctx, bus.RemoveSubject(rt.Name, s.Release), id,
+			bus.NewRemoveCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release))
 	}
-	return c.publishOnce(ctx, bus.ApplySubject(rt.Name, s.Release), id, &bus.ApplyCommand{
-		Runtime: rt.Name, RuntimeUID: r.Spec.RuntimeUID, Step: ref, Release: s.Release, Action: s.Action,
-		PlanDigest: r.Spec.ToDigest, ReadinessGate: s.ReadinessGate, SuspendEngine: rt.Spec.SuspendEngine,
-		EnginePolicy: v1alpha1.EnginePolicyArgoCDV2, Force: force,
-	})
+	return c.publishOnce(ctx, bus.ApplySubject(rt.Name, s.Release), id,
+		bus.NewApplyCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release, s.Action, r.Spec.ToDigest, rt.Spec.SuspendEngine))
 }
 
 // publishOnce publishes unless this process already did; it reports through the error only.
@@ -713,11 +709,8 @@ func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan,
 	for _, rel := range keys {
 		digest := digests[rel]
 		stepID := repairID(digest, tag)
-		if err := c.publishOnce(ctx, bus.ApplySubject(v.rt.Name, rel), stepID+"/"+rel, &bus.ApplyCommand{
-			Runtime: v.rt.Name, RuntimeUID: string(v.rt.UID), Step: bus.StepRef{ID: stepID, Started: now},
-			Release: rel, Action: v1alpha1.ActionApply, PlanDigest: digest, SuspendEngine: suspend,
-			EnginePolicy: v1alpha1.EnginePolicyArgoCDV2, Force: true,
-		}); err != nil {
+		if err := c.publishOnce(ctx, bus.ApplySubject(v.rt.Name, rel), stepID+"/"+rel,
+			bus.NewApplyCommand(v.rt.Name, string(v.rt.UID), bus.StepRef{ID: stepID, Started: now}, rel, v1alpha1.ActionApply, digest, suspend)); err != nil {
 			return err
 		}
 	}
