@@ -1,6 +1,7 @@
 package appwriter
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -96,4 +98,99 @@ func TestManifestLeavesOutWhatArgoCDOwns(t *testing.T) {
 	if got := obj.Metadata["resourceVersion"]; got != "42" {
 		t.Errorf("resourceVersion = %v, want 42", got)
 	}
+}
+
+// manifestCases are typical bodies of the applier's three server-side applies.
+func manifestCases(t *testing.T) map[string]func() ([]byte, error) {
+	t.Helper()
+	p, _ := testPlan(t, `a "quoted" <b>&amp; message`)
+	build := func(release string, suspend bool) *argoapp.Application {
+		rel, ok := p.Release(release)
+		if !ok {
+			t.Fatalf("no release %s", release)
+		}
+		app, err := appspec.Build(testSettings(), appspec.Input{Runtime: testRuntime, RuntimeUID: testRuntimeUID,
+			PlanDigest: p.Digest(), Release: rel, StepID: testRollout + "/5", StepStarted: testStarted, SuspendEngine: suspend})
+		if err != nil {
+			t.Fatalf("build %s: %v", release, err)
+		}
+		app.Status.Health.Status = "Healthy" // as if read back: must not be applied
+		return app
+	}
+	return map[string]func() ([]byte, error){
+		"apply-changed": func() ([]byte, error) {
+			return manifest(build("gpu-operator", false), v1alpha1.StepWriteChanged, "")
+		},
+		"apply-unchanged-guarded": func() ([]byte, error) {
+			return manifest(build("gpu-readiness", false), v1alpha1.StepWriteUnchanged, "42")
+		},
+		"apply-suspended": func() ([]byte, error) {
+			return manifest(build("cert-manager", true), v1alpha1.StepWriteChanged, "7")
+		},
+		"apply-without-step-write": func() ([]byte, error) {
+			return manifest(build("nfd", false), "", "")
+		},
+		"remove-guarded": func() ([]byte, error) {
+			return removeManifest("gpu-operator", testEngineNS, testRollout, "9")
+		},
+		"remove": func() ([]byte, error) {
+			return removeManifest("gpu-operator", testEngineNS, testRollout, "")
+		},
+		"release": func() ([]byte, error) {
+			return releaseManifest("gpu-operator", testEngineNS)
+		},
+	}
+}
+
+// TestManifestsAsWritten pins the body of each server-side apply in
+// testdata/manifests/<case>.json. The files were written by the builder that rendered the
+// Application to a map and edited it; the typed builder must state exactly the same fields with
+// the same values (compared as JSON, numbers as written), so that server-side apply gives the
+// operator's field managers the same fields as before. Regenerate with -update only for a
+// change of what the operator owns.
+func TestManifestsAsWritten(t *testing.T) {
+	for name, body := range manifestCases(t) {
+		t.Run(name, func(t *testing.T) {
+			got, err := body()
+			if err != nil {
+				t.Fatalf("build: %v", err)
+			}
+			path := filepath.Join("testdata", "manifests", name+".json")
+			if *update {
+				var pretty bytes.Buffer
+				if err := json.Indent(&pretty, got, "", "  "); err != nil {
+					t.Fatal(err)
+				}
+				pretty.WriteByte('\n')
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create it): %v", err)
+			}
+			if diff := cmp.Diff(decodeJSON(t, want), decodeJSON(t, got)); diff != "" {
+				t.Errorf("%s differs (-want +got):\n%s\nbody: %s", path, diff, got)
+			}
+		})
+	}
+}
+
+// decodeJSON decodes one JSON document keeping numbers as written.
+func decodeJSON(t *testing.T, data []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	if dec.More() {
+		t.Fatalf("trailing data after the document: %s", data)
+	}
+	return v
 }
