@@ -4,70 +4,80 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
-// manifest renders the object the applier server-side applies: the built Application with the
-// step-write annotation, without status (the Application has no status subresource, so an
-// applied status would overwrite Argo CD's) and without creationTimestamp. resourceVersion,
-// when set, makes the apply fail with a conflict if the object changed since it was read, so the
-// ownership check and the write see the same object.
+// appliedApplication is an Application as the applier server-side applies it: what the
+// operator owns, typed. A field in an apply body is a field its manager owns, so nothing here is
+// stated at its zero value (every optional field is omitempty or a pointer): there is no status
+// (the Application has no status subresource, so an applied status would overwrite Argo CD's),
+// no operation (an explicit sync is a merge patch), and the metadata states neither
+// creationTimestamp nor managedFields.
+type appliedApplication struct {
+	metav1.TypeMeta `json:",inline"`
+	Metadata        appliedMeta `json:"metadata"`
+	// Spec is the whole desired spec; nil in the removal applies, which own metadata only.
+	Spec *argoapp.ApplicationSpec `json:"spec,omitempty"`
+}
+
+// appliedMeta is the metadata of an appliedApplication.
+type appliedMeta struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// ResourceVersion, when set, makes the apply fail with a conflict if the object changed
+	// since it was read, so the ownership check and the write see the same object.
+	ResourceVersion string            `json:"resourceVersion,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	Annotations     map[string]string `json:"annotations,omitempty"`
+	Finalizers      []string          `json:"finalizers,omitempty"`
+}
+
+var applicationType = metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"}
+
+// manifest renders the operator's apply of app, the built Application: its labels,
+// annotations (with the step-write annotation when stepWrite is set) and spec, under
+// resourceVersion when set. The resources finalizer is never part of it: the Remove's own field
+// manager owns that.
 func manifest(app *argoapp.Application, stepWrite, resourceVersion string) ([]byte, error) {
-	raw, err := json.Marshal(app)
-	if err != nil {
-		return nil, fmt.Errorf("encode application %s: %w", app.Name, err)
-	}
-	obj, err := decodeObject(raw)
-	if err != nil {
-		return nil, fmt.Errorf("encode application %s: %w", app.Name, err)
-	}
-	delete(obj, "status")
-	delete(obj, "operation")
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		return nil, fmt.Errorf("encode application %s: no metadata", app.Name)
-	}
-	delete(meta, "creationTimestamp")
+	annotations := maps.Clone(app.Annotations)
 	if stepWrite != "" {
-		annotations, _ := meta["annotations"].(map[string]any)
 		if annotations == nil {
-			annotations = map[string]any{}
-			meta["annotations"] = annotations
+			annotations = map[string]string{}
 		}
 		annotations[v1alpha1.AnnotationStepWrite] = stepWrite
 	}
-	if resourceVersion != "" {
-		meta["resourceVersion"] = resourceVersion
-	}
-	return encodeObject(obj)
+	spec := app.Spec
+	return encode(&appliedApplication{
+		TypeMeta: applicationType,
+		Metadata: appliedMeta{Name: app.Name, Namespace: app.Namespace, ResourceVersion: resourceVersion,
+			Labels: app.Labels, Annotations: annotations},
+		Spec: &spec,
+	})
 }
 
 // removeManifest is the Remove step's apply: the delete-rollout annotation and the resources
-// finalizer, owned by removeFieldManager so the operator's main apply neither drops them nor
+// finalizer, owned by RemoveFieldManager so the operator's main apply neither drops them nor
 // carries them.
 func removeManifest(name, namespace, rollout, resourceVersion string) ([]byte, error) {
-	meta := map[string]any{
-		"name":        name,
-		"namespace":   namespace,
-		"annotations": map[string]any{v1alpha1.AnnotationDeleteRollout: rollout},
-		"finalizers":  []any{v1alpha1.ArgoResourcesFinalizer},
-	}
-	if resourceVersion != "" {
-		meta["resourceVersion"] = resourceVersion
-	}
-	return encodeObject(map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": meta})
+	return encode(&appliedApplication{TypeMeta: applicationType, Metadata: appliedMeta{
+		Name: name, Namespace: namespace, ResourceVersion: resourceVersion,
+		Annotations: map[string]string{v1alpha1.AnnotationDeleteRollout: rollout},
+		Finalizers:  []string{v1alpha1.ArgoResourcesFinalizer},
+	}})
 }
 
-// releaseManifest is an apply by removeFieldManager that owns nothing: it takes back the
+// releaseManifest is an apply by RemoveFieldManager that owns nothing: it takes back the
 // delete-rollout annotation and the resources finalizer of an abandoned Remove.
 func releaseManifest(name, namespace string) ([]byte, error) {
-	return encodeObject(map[string]any{"apiVersion": apiVersion, "kind": kind,
-		"metadata": map[string]any{"name": name, "namespace": namespace}})
+	return encode(&appliedApplication{TypeMeta: applicationType, Metadata: appliedMeta{Name: name, Namespace: namespace}})
 }
 
 // refreshPatch is the JSON merge patch of the refresh handshake: Argo CD compares at once and
@@ -90,27 +100,14 @@ func syncPatch(resourceVersion string, op *argoapp.Operation) ([]byte, error) {
 	})
 }
 
-const (
-	apiVersion = "argoproj.io/v1alpha1"
-	kind       = "Application"
-)
-
-func decodeObject(raw []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // keep Helm values' numbers exactly as written
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil {
-		return nil, err
-	}
-	return obj, nil
-}
-
-func encodeObject(obj map[string]any) ([]byte, error) {
+// encode renders an apply body: compact JSON, Helm values' numbers as written, no HTML
+// escaping (values are passed through as they are).
+func encode(obj *appliedApplication) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(obj); err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
+		return nil, fmt.Errorf("encode manifest of application %s: %w", obj.Metadata.Name, err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -194,3 +194,38 @@ func decodeJSON(t *testing.T, data []byte) any {
 	}
 	return v
 }
+
+// TestManifestStatesWhatBuildRenders: the typed apply body carries every field appspec.Build
+// renders, for every release (a field Build starts to set that the body cannot state fails
+// here), adds only the step-write annotation and the resourceVersion, and leaves the built
+// Application as it was.
+func TestManifestStatesWhatBuildRenders(t *testing.T) {
+	p, _ := testPlan(t, "hello")
+	for _, rel := range p.Releases {
+		for _, suspend := range []bool{false, true} {
+			app, err := appspec.Build(testSettings(), appspec.Input{Runtime: testRuntime, RuntimeUID: testRuntimeUID,
+				PlanDigest: p.Digest(), Release: &rel, StepID: "r/1", StepStarted: testStarted, SuspendEngine: suspend})
+			if err != nil {
+				t.Fatalf("build %s: %v", rel.Name, err)
+			}
+			built := app.DeepCopy()
+			body, err := manifest(app, v1alpha1.StepWriteChanged, "42")
+			if err != nil {
+				t.Fatalf("manifest %s: %v", rel.Name, err)
+			}
+			if diff := cmp.Diff(built, app); diff != "" {
+				t.Errorf("%s: manifest changed the built Application (-before +after):\n%s", rel.Name, diff)
+			}
+			var back argoapp.Application
+			if err := json.Unmarshal(body, &back); err != nil {
+				t.Fatalf("decode %s: %v", rel.Name, err)
+			}
+			want := built.DeepCopy()
+			want.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
+			want.ResourceVersion = "42"
+			if diff := cmp.Diff(want, &back); diff != "" {
+				t.Errorf("%s (suspend %v): applied object differs from the built one (-built +applied):\n%s", rel.Name, suspend, diff)
+			}
+		}
+	}
+}
