@@ -308,7 +308,7 @@ func TestChartTemplates(t *testing.T) {
 func TestChartFlagsAreTheBinariesFlags(t *testing.T) {
 	root := repoRoot(t)
 	objs := mustRender(t, "registry.auth.mode=aws", "registry.auth.aws.region=us-east-1")
-	common, err := os.ReadFile(filepath.Join(root, "shared", "service", "options.go"))
+	common, err := os.ReadFile(filepath.Join(root, "servicekit", "service", "options.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
