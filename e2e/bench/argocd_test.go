@@ -28,10 +28,11 @@ import (
 
 // fakeArgoCD plays Argo CD v3.4.2's application controller for the operator's Applications: as
 // soon as a step's write is visible it writes, in one plain update of the Application (the CRD
-// has no status subresource), the status Argo CD records after a successful sync
-// (/work/shared/fixtures/argocd-v3.4.2, 01b-create-clean): comparedTo = spec, Synced at the
-// digest, Healthy, operationState Succeeded with syncResult = spec, .operation absent; for an
-// unchanged step it also removes the refresh annotation, as Argo CD does when it compares.
+// has no status subresource), the status Argo CD records after a successful sync (the recorded
+// fixture 01b-create-clean in e2e/contract/testdata/argocd-v3.4.2): comparedTo = spec, Synced
+// at the digest, Healthy, operationState Succeeded with syncResult = spec, .operation absent;
+// for an unchanged step it also removes the refresh annotation, as Argo CD does when it
+// compares.
 //
 // It records when each step's Application was first seen (seen) and when its ready status was
 // written (ready), so the step advance latency is ready[n] -> seen[n+1].

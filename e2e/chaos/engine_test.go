@@ -34,8 +34,9 @@ const (
 	retryBackoff = 200 * time.Millisecond
 )
 
-// engine plays Argo CD v3.4.2's application controller on the recorded rules a readiness judge
-// relies on (fixtures/argocd-v3.4.2/README.md): once a spec is written it shows it compared
+// engine plays Argo CD v3.4.2's application controller on the rules a readiness judge can rely
+// on, as the recorded Argo CD fixtures showed them (readiness/internal/fences/testdata/README.md,
+// "Rules a readiness judge ... can rely on"): once a spec is written it shows it compared
 // (comparedTo = spec), Synced at the digest and Healthy, with an automated sync's
 // operationState (Succeeded, syncResult = spec); it answers a refresh request by removing the
 // annotation in the same write; it runs an operation written to .operation (recording it in

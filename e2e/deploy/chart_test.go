@@ -470,7 +470,7 @@ func TestChartRBAC(t *testing.T) {
 			{"create", "", "configmaps", "", ops, ""},
 		},
 	}
-	// The spec's forbidden list, for every binary.
+	// What no binary may do (docs/install.md, "Privileges"), for every binary.
 	for _, b := range binaries {
 		for _, ns := range []string{"", ops, engineNamespace} {
 			denied[b] = append(denied[b],

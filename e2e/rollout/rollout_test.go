@@ -16,7 +16,7 @@ import (
 )
 
 // The example bundle rolls out to Ready; every step starts only after the steps of its
-// dependencies finished (the DAG), each release's Application has the specification's shape,
+// dependencies finished (the DAG), each release's Application has the shape of docs/argocd.md,
 // and the readiness gate was synced by an operation initiated by aicr-operator.
 func TestExampleBundleRollsOutInDependencyOrder(t *testing.T) {
 	s := stacktest.Need(t)

@@ -44,8 +44,8 @@ func release(t *testing.T, p *plan.Plan, name string) *plan.Release {
 	return r
 }
 
-// TestBuildGPUOperator proves Build renders the Application of the specification page for
-// gpu-operator, field by field, and nothing more.
+// TestBuildGPUOperator proves Build renders the Application of docs/argocd.md ("The Application
+// shape") for gpu-operator, field by field, and nothing more.
 func TestBuildGPUOperator(t *testing.T) {
 	p := vectorPlan(t)
 	r := release(t, p, "gpu-operator")

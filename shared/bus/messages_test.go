@@ -197,7 +197,7 @@ func TestMessageGolden(t *testing.T) {
 			if err := json.Unmarshal(want, &h); err != nil || h.Type != typ || h.ID == "" {
 				t.Errorf("header = %+v, %v; want type %s and an ID", h, err, typ)
 			}
-			// snake_case keys only, as the house style says.
+			// snake_case keys only: every message's JSON names follow one convention.
 			for _, key := range jsonKeys(t, want) {
 				if key != strings.ToLower(key) {
 					t.Errorf("key %q is not snake_case", key)

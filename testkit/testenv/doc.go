@@ -1,8 +1,8 @@
 // Package testenv starts a real Kubernetes control plane (etcd and kube-apiserver), and on request
 // kube-controller-manager, kube-scheduler, kwok, Argo CD v3.4.2 (redis, repo-server,
 // application-controller) and an OCI registry, as local processes on free loopback ports. It is
-// the harness of the integration and e2e test tiers; docs/testing.md describes the tiers and
-// /work/shared/design/localstack.md the stack it reproduces.
+// the harness of the integration and e2e test tiers; docs/testing.md describes the tiers and the
+// stack.
 //
 // One environment per test package is the rule: start it in TestMain with RunMain and fetch it in
 // each test with Current, which skips the test when the tools are not built (or fails it when

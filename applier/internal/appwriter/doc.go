@@ -1,5 +1,5 @@
-// Package appwriter turns one applier command into exactly the Application write the
-// specification describes: a server-side apply of the Application appspec.Build renders, the
+// Package appwriter turns one applier command into exactly the Application write of
+// docs/argocd.md and docs/contracts.md: a server-side apply of the Application appspec.Build renders, the
 // refresh handshake when the write changed nothing, the explicit sync of a readiness release,
 // and the Remove sequence. It refuses Applications it does not own and Applications carrying
 // Argo CD's resources finalizer outside a Remove step, and answers every command with one

@@ -377,8 +377,8 @@ func TestIntegrationRemoveNeverDeletesARecreatedNamesake(t *testing.T) {
 }
 
 // TestIntegrationHandEditForcedBack: after another field manager edits fields the operator
-// applies, an unforced apply conflicts (fixtures scenario 10) and the writer's forced apply takes
-// the fields back.
+// applies, an unforced apply conflicts (scenario 10 of the recorded Argo CD fixtures in
+// readiness/internal/fences/testdata) and the writer's forced apply takes the fields back.
 func TestIntegrationHandEditForcedBack(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()

@@ -91,7 +91,8 @@ func refreshPatch(stepID string) ([]byte, error) {
 
 // syncPatch is the JSON merge patch that starts an explicit sync: guarded by resourceVersion,
 // and clearing status.operationState in the same write so the new operation state does not mix
-// with the previous one (fixtures scenario 05b).
+// with the previous one (scenario 05b of the recorded Argo CD fixtures in
+// readiness/internal/fences/testdata).
 func syncPatch(resourceVersion string, op *argoapp.Operation) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"metadata":  map[string]any{"resourceVersion": resourceVersion},

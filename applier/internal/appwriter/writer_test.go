@@ -428,7 +428,8 @@ func TestApplySuspendEngineWritesAutomatedSyncOff(t *testing.T) {
 }
 
 // TestApplyForcesHandEditBack: another field manager's edit of a field the operator applies
-// is taken back by the next write (fixtures scenario 10: an unforced apply would conflict).
+// is taken back by the next write (scenario 10 of the recorded Argo CD
+// fixtures: an unforced apply would conflict).
 func TestApplyForcesHandEditBack(t *testing.T) {
 	h := newHarness(t)
 	h.ownedApp(t, "gpu-operator", 1)

@@ -17,8 +17,8 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
-// The sequences in testdata/ were recorded from a real Argo CD v3.4.2 (testdata/README.md, a copy
-// of /work/shared/fixtures/argocd-v3.4.2/README.md). Each snapshot carries status, annotations
+// The sequences in testdata/ were recorded from a real Argo CD v3.4.2 (testdata/README.md says
+// how, and what each scenario showed). Each snapshot carries status, annotations
 // and .operation, but no spec: the spec of the replay is the README's "Application shape used"
 // with the chart, digest, values and namespace the events file says were written.
 

@@ -1,6 +1,6 @@
 package v1alpha1
 
-// Names fixed by the specification.
+// Names users, Argo CD and the chart rely on (docs/argocd.md, docs/install.md): they never change.
 const (
 	// RuntimeName is the only allowed name of a ClusterRuntime.
 	RuntimeName = "cluster"
