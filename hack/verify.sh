@@ -59,6 +59,23 @@ for m in $mods; do
   if [ "$uses" != "$has" ]; then echo "  $m imports Argo CD: $uses; carries the gitops-engine replace: $has"; fail=1; fi
 done
 
+echo "verify: the repository stands on its own"
+# No tracked file names a path of the development machine (under the work or root folders, or a
+# temporary file other than the aicr-* folders the harness creates) or a document outside the
+# repository (the design, spec, fixtures and hooks folders beside it, or their pages by name): what
+# a reader needs is copied in (docs/argocd.md, the testdata READMEs). The [x] classes keep this
+# script from matching itself.
+outside=$( {
+  git grep -nIE -e '(^|[^[:alnum:]_.~-])/([w]ork|[r]oot)/' \
+    -e 'shared/([s]pec|[d]esign|[f]ixtures|[h]ooks)([^[:alnum:]_-]|$)' \
+    -e '(^|[^[:alnum:]_-])([a]rgocd-engine|[a]icr-operator|[l]ocalstack|[t]oolchain|[s]tyle)\.md' \
+    -e '[f]ixtures/argocd-v' || true
+  git grep -nIE '/[t]mp/' | sed -E 's#/[t]mp/(aicr-|\.\.\.)#(harness dir)#g' | grep -E '(^|[^[:alnum:]_.~-])/[t]mp/' || true
+} | sort -u)
+if [ -n "$outside" ]; then
+  echo "  tracked files name a machine path or a document outside the repository:"; echo "$outside" | sed 's/^/    /'; fail=1
+fi
+
 echo "verify: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
