@@ -4,10 +4,10 @@
 // github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1, plus a typed REST client.
 //
 // Why: Argo CD's API package pulls kubectl, Helm, gitops-engine and Kubernetes' internal API
-// packages into every binary that imports it (153 MB instead of 60 MB, and three times the
-// idle memory), and decoding its full Application keeps status.resources and status.history
-// of every watched Application in memory. This package imports no github.com/argoproj module.
-// The contract test (contract_test.go) decodes recorded Argo CD objects and fully populated
+// packages into every binary that imports it (binaries over twice the size, and more idle
+// memory: docs/performance.md), and decoding its full Application keeps status.resources and
+// status.history of every watched Application in memory. This package imports no
+// github.com/argoproj module. The contract test (e2e/contract/argoapp_test.go) decodes recorded Argo CD objects and fully populated
 // upstream objects through these types and proves every field here survives into Argo CD's
 // type unchanged, so the subset cannot drift from upstream by a typo.
 //

@@ -14,11 +14,11 @@ var errSlowPath = errors.New("not decoded by the fast path")
 // fastDecode decodes one JSON document into the values encoding/json produces with UseNumber
 // (map[string]any, []any, json.Number, string, bool, nil). It is only a fast path: any input
 // it does not accept (invalid JSON, trailing data) returns errSlowPath, and the caller decodes
-// with encoding/json. Reflection-based decoding dominated Resolve for large stacks.
+// with encoding/json. Reflection-based decoding would dominate Resolve for large stacks.
 //
 // The document is copied into one string, and every key, number and string without escapes is
 // a substring of it: a chart's values are mostly such strings, and allocating each one
-// separately was most of Resolve's allocations. The decoded values keep the copy alive, which
+// separately would be most of Resolve's allocations. The decoded values keep the copy alive, which
 // is no more than the document's own size.
 func fastDecode(data []byte) (any, error) {
 	d := fastDecoder{data: string(data)}

@@ -78,8 +78,7 @@ type Options struct {
 	// Not allowed together with ArgoCD.
 	SkipArgoCRDs bool
 	// SkipApplicationSetCRD leaves out Argo CD's ApplicationSet CRD (1.4 MB: the apiserver takes
-	// seconds to establish it, 7 s on a loaded machine) for tests that use only Applications and
-	// AppProjects.
+	// seconds to establish it) for tests that use only Applications and AppProjects.
 	SkipApplicationSetCRD bool
 
 	// APIServerArgs are extra kube-apiserver flags, appended last: a plain flag given again

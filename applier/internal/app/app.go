@@ -35,10 +35,10 @@ const (
 )
 
 // Kubernetes client rate limits of the applier. Its load on the API server is bounded by
-// --workers (each worker has one request in flight, a write is a GET and an apply), so the
-// client's rate limit is only a ceiling; the common default (50 queries per second) held one
-// replica to 25 writes per second (make bench). The API server's priority and fairness protects
-// it beyond that.
+// --workers (each worker has one request in flight), so the client's rate limit is only a
+// ceiling, set above what the workers ask for so that it never paces the writes (client-go's
+// usual 50 queries per second would; docs/performance.md). The API server's priority and
+// fairness protects it beyond that.
 const (
 	DefaultKubeQPS   = 1000
 	DefaultKubeBurst = 2000

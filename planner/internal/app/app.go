@@ -32,10 +32,9 @@ var operatorBinaries = []string{"planner", "applier", "readiness", "credrefreshe
 const DispatchWorkers = 4
 
 // Kubernetes client rate limits of the planner. It handles one runtime's messages one at a time,
-// so its requests are sequential per runtime; a step costs about a dozen requests (the verdict's
-// and the result's rollout status writes, the runtime's reconcile), and at the common default
-// (50 queries per second) the client's rate limiter, not the API server, set the pace of a
-// rollout (make bench). The API server's priority and fairness protects it beyond that.
+// so its requests are sequential per runtime; the limits are set above what that asks for, so
+// that the client's rate limiter, not the API server, never sets the pace of a rollout
+// (docs/performance.md). The API server's priority and fairness protects it beyond that.
 const (
 	DefaultKubeQPS   = 1000
 	DefaultKubeBurst = 2000

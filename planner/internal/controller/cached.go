@@ -19,8 +19,8 @@ import (
 // runtimes, rollouts and the operator namespace's ConfigMaps are read from their caches
 // instead of the API server, overlaid with the objects this process wrote: an informer sees
 // the planner's own write a few milliseconds after the write returns, and a step's verdict
-// and result arrive within those milliseconds (make bench: six reads of the runtime and three
-// of the whole rollout per step, most of a step's time).
+// and result arrive within those milliseconds. Reading from the caches keeps the per-step reads
+// of the runtime and of the whole rollout off the API server (docs/performance.md).
 //
 // Correctness does not rest on the cache being current. Every write carries the
 // resourceVersion it read, so a stale read ends in a conflict; a conflict (or a NotFound)

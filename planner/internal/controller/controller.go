@@ -192,8 +192,8 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 
 // StatusCoalesce is how long the reconcile of a runtime waits after a status-only change (the
 // planner's own status writes, a verdict or a result it recorded), so the changes of one step
-// make one reconcile. Without it every step ran two to four reconciles of the runtime, each a
-// handful of API requests under the runtime's lock, in the way of the next verdict (make bench).
+// make one reconcile instead of several, each a handful of API requests under the runtime's
+// lock, in the way of the next verdict.
 // Spec, generation and deletion changes are reconciled at once.
 const StatusCoalesce = 100 * time.Millisecond
 
@@ -273,8 +273,8 @@ func (c *Controller) work(ctx context.Context) {
 // NoteDelay is how long an observation kept as a note (a not-ready verdict, an applier's
 // "written": rollout.VerdictNoteOnly, rollout.NoteOnly) waits for a write of its rollout to
 // carry it before the runtime's reconcile writes it alone. The step's ready verdict usually
-// comes first and makes the note moot (make bench: writing each note doubled the writes of
-// the whole rollout per step).
+// comes first and makes the note moot, so a step writes its rollout once instead of once per
+// observation.
 const NoteDelay = time.Second
 
 // notes are observations kept as progress notes, by rollout and by step and kind, until a

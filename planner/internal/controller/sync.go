@@ -534,8 +534,8 @@ func (c *Controller) advance(ctx context.Context, rt *v1alpha1.ClusterRuntime, n
 }
 
 // advanceFrom is advance starting from read, the rollout as the caller just read it under the
-// runtime's lock (nil: read it). Only a conflict reads it again: a step cost four reads of the
-// whole rollout, each as large as its steps (make bench).
+// runtime's lock (nil: read it). Only a conflict reads it again: each read of the whole
+// rollout is as large as its steps.
 //
 // Reads come from the informer's cache. A write that succeeds proves the rollout it changed
 // was current; when nothing was written and the rollout has commands this process has not

@@ -44,8 +44,8 @@ func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.
 	s.Verdict = verdict
 	if v.Ready {
 		// A succeeded step keeps which fences passed, not what each saw: every finished step
-		// stays in the rollout, which is rewritten at each step (make bench: the fences'
-		// messages were half of a long rollout's size, and its size the API server's cost).
+		// stays in the rollout, which is rewritten at each step, and the fences' messages
+		// would be much of a long rollout's size, which is the API server's cost.
 		verdict.Fences = slices.Clone(verdict.Fences)
 		for i := range verdict.Fences {
 			if verdict.Fences[i].State == v1alpha1.FencePassed {

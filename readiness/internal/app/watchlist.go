@@ -7,8 +7,8 @@ import (
 // streamingListGates turns client-go's WatchListClient on: the informer receives the initial
 // Applications as a stream of watch events (sendInitialEvents) instead of one LIST response,
 // so each Application is trimmed by watch.Transform as it arrives, and the untrimmed list of
-// every Application (with Argo CD's resource lists and history) is never in memory at once.
-// With 10 000 Applications the single LIST took the process to 815 MiB (make bench). An API
+// every Application (with Argo CD's resource lists and history) is never in memory at once: at
+// thousands of Applications that list is the process's peak (docs/performance.md). An API
 // server without streaming lists answers with an error and client-go falls back to LIST.
 type streamingListGates struct{ clientfeatures.Gates }
 

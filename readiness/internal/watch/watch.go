@@ -112,7 +112,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	log.Info().Int("applications", len(w.informer.GetStore().ListKeys())).Msg("application watch synced")
 	// Most of the heap is now the initial list's garbage (what Transform cut from every
 	// Application: resource lists, history); return it to the OS once instead of holding it
-	// until the scavenger gets to it (make bench, 10 000 Applications).
+	// until the scavenger gets to it.
 	debug.FreeOSMemory()
 	wg.Add(1)
 	go func() { // owned: Run waits for it
