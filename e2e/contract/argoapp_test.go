@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	upstream "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
+	argov1alpha1 "github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,22 +64,22 @@ func jsonName(f reflect.StructField) string {
 // tags and type names, so code and tests convert by changing the import path.
 func TestTypesMatchUpstream(t *testing.T) {
 	pairs := []struct{ lean, up any }{
-		{argoapp.Application{}, upstream.Application{}},
-		{argoapp.ApplicationList{}, upstream.ApplicationList{}},
-		{argoapp.AppProject{}, upstream.AppProject{}},
-		{argoapp.AppProjectList{}, upstream.AppProjectList{}},
+		{argoapp.Application{}, argov1alpha1.Application{}},
+		{argoapp.ApplicationList{}, argov1alpha1.ApplicationList{}},
+		{argoapp.AppProject{}, argov1alpha1.AppProject{}},
+		{argoapp.AppProjectList{}, argov1alpha1.AppProjectList{}},
 	}
 	for _, p := range pairs {
 		compareTypes(t, reflect.TypeOf(p.lean), reflect.TypeOf(p.up), reflect.TypeOf(p.lean).Name())
 	}
 	for name, c := range map[string][2]string{
-		"SyncStatusCodeSynced":    {string(argoapp.SyncStatusCodeSynced), string(upstream.SyncStatusCodeSynced)},
-		"SyncStatusCodeOutOfSync": {string(argoapp.SyncStatusCodeOutOfSync), string(upstream.SyncStatusCodeOutOfSync)},
-		"SyncStatusCodeUnknown":   {string(argoapp.SyncStatusCodeUnknown), string(upstream.SyncStatusCodeUnknown)},
-		"ConditionComparison":     {argoapp.ApplicationConditionComparisonError, upstream.ApplicationConditionComparisonError},
-		"ConditionSync":           {argoapp.ApplicationConditionSyncError, upstream.ApplicationConditionSyncError},
-		"ConditionInvalidSpec":    {argoapp.ApplicationConditionInvalidSpecError, upstream.ApplicationConditionInvalidSpecError},
-		"Group":                   {argoapp.SchemeGroupVersion.String(), upstream.SchemeGroupVersion.String()},
+		"SyncStatusCodeSynced":    {string(argoapp.SyncStatusCodeSynced), string(argov1alpha1.SyncStatusCodeSynced)},
+		"SyncStatusCodeOutOfSync": {string(argoapp.SyncStatusCodeOutOfSync), string(argov1alpha1.SyncStatusCodeOutOfSync)},
+		"SyncStatusCodeUnknown":   {string(argoapp.SyncStatusCodeUnknown), string(argov1alpha1.SyncStatusCodeUnknown)},
+		"ConditionComparison":     {argoapp.ApplicationConditionComparisonError, argov1alpha1.ApplicationConditionComparisonError},
+		"ConditionSync":           {argoapp.ApplicationConditionSyncError, argov1alpha1.ApplicationConditionSyncError},
+		"ConditionInvalidSpec":    {argoapp.ApplicationConditionInvalidSpecError, argov1alpha1.ApplicationConditionInvalidSpecError},
+		"Group":                   {argoapp.SchemeGroupVersion.String(), argov1alpha1.SchemeGroupVersion.String()},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s = %q, Argo CD's is %q", name, c[0], c[1])
@@ -242,7 +242,7 @@ var appSchema = schemaOf(reflect.TypeFor[argoapp.Application]())
 // argoapp's fields, and Argo CD reads argoapp's encoding back to the same.
 func checkSubset(t *testing.T, raw []byte) {
 	t.Helper()
-	want := restrict(generic(t, decode[upstream.Application](t, raw)), appSchema)
+	want := restrict(generic(t, decode[argov1alpha1.Application](t, raw)), appSchema)
 	leanRaw := encode(t, decode[argoapp.Application](t, raw))
 	var got any
 	if err := json.Unmarshal(leanRaw, &got); err != nil {
@@ -251,7 +251,7 @@ func checkSubset(t *testing.T, raw []byte) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("argoapp's encoding differs from Argo CD's restricted to argoapp's fields (-argo +argoapp):\n%s", diff)
 	}
-	back := restrict(generic(t, decode[upstream.Application](t, leanRaw)), appSchema)
+	back := restrict(generic(t, decode[argov1alpha1.Application](t, leanRaw)), appSchema)
 	if diff := cmp.Diff(want, back); diff != "" {
 		t.Errorf("Argo CD reads argoapp's encoding differently (-original +through argoapp):\n%s", diff)
 	}
@@ -348,7 +348,7 @@ func TestRecordedApplicationKeepsWhatReadinessReads(t *testing.T) {
 		st.Sync.ComparedTo.Source.RepoURL != app.Spec.Source.RepoURL || st.ReconciledAt == nil || len(app.ManagedFields) == 0 {
 		t.Errorf("decoded status lacks what readiness reads: %+v", st)
 	}
-	up := decode[upstream.Application](t, raw)
+	up := decode[argov1alpha1.Application](t, raw)
 	if len(up.Status.Resources) == 0 || len(up.Status.History) == 0 {
 		t.Fatalf("fixture has no resources or history; the size check below proves nothing")
 	}
@@ -397,7 +397,7 @@ func TestBuiltApplicationsRoundTrip(t *testing.T) {
 			checkSubset(t, raw)
 			// The applier sends argoapp's encoding: it must be Argo CD's, field for field (a null
 			// reads as an absent field, which Argo CD's type then omits).
-			want := dropNulls(restrict(generic(t, decode[upstream.Application](t, raw)), appSchema))
+			want := dropNulls(restrict(generic(t, decode[argov1alpha1.Application](t, raw)), appSchema))
 			if diff := cmp.Diff(want, dropNulls(generic(t, app))); diff != "" {
 				t.Errorf("the built Application encodes differently through Argo CD's type (-argo +argoapp):\n%s", diff)
 			}
@@ -430,7 +430,7 @@ func dropNulls(v any) any {
 // argoapp declares must be set (a JSON name that does not match Argo CD's leaves it empty), and
 // encoding it and decoding into Argo CD's type gives back the original values of those fields.
 func TestEveryFieldSurvives(t *testing.T) {
-	var full upstream.Application
+	var full argov1alpha1.Application
 	fill(reflect.ValueOf(&full).Elem(), "Application", 0)
 	raw := encode(t, &full)
 	lean := decode[argoapp.Application](t, raw)
@@ -441,7 +441,7 @@ func TestEveryFieldSurvives(t *testing.T) {
 	}
 	checkSubset(t, raw)
 
-	var project upstream.AppProject
+	var project argov1alpha1.AppProject
 	fill(reflect.ValueOf(&project).Elem(), "AppProject", 0)
 	lp := decode[argoapp.AppProject](t, encode(t, &project))
 	empty = nil
@@ -454,7 +454,7 @@ func TestEveryFieldSurvives(t *testing.T) {
 // TestOperationPhaseCompleted matches gitops-engine's OperationPhase.Completed.
 func TestOperationPhaseCompleted(t *testing.T) {
 	for _, p := range []argoapp.OperationPhase{argoapp.OperationRunning, argoapp.OperationTerminating, argoapp.OperationFailed, argoapp.OperationError, argoapp.OperationSucceeded} {
-		var os upstream.OperationState
+		var os argov1alpha1.OperationState
 		if err := json.Unmarshal([]byte(fmt.Sprintf(`{"phase":%q}`, p)), &os); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -476,7 +476,7 @@ func stepWriteFor(live, desired *argoapp.Application, stepID string) string {
 	}
 	if !appspec.EqualSource(live.Spec.Source, desired.Spec.Source) ||
 		!appspec.EqualDestination(live.Spec.Destination, desired.Spec.Destination) ||
-		!apiequality.Semantic.DeepEqual(live.Spec.IgnoreDifferences, desired.Spec.IgnoreDifferences) {
+		!equality.Semantic.DeepEqual(live.Spec.IgnoreDifferences, desired.Spec.IgnoreDifferences) {
 		return v1alpha1.StepWriteChanged
 	}
 	return v1alpha1.StepWriteUnchanged

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/ecr"
@@ -29,7 +29,7 @@ var ref = secret.Ref{Namespace: "argocd", Name: "aicr-registry"}
 type awsFixture struct {
 	clk     *clocktesting.FakeClock
 	srv     *ecrtest.Server
-	cs      *fake.Clientset
+	cs      *k8sfake.Clientset
 	rec     *recorder
 	metrics *refresher.Metrics
 	loop    *refresher.AWS
@@ -38,7 +38,7 @@ type awsFixture struct {
 func newAWS(t *testing.T, reply func(n int, now time.Time) ecrtest.Reply) *awsFixture {
 	t.Helper()
 	ecrtest.Isolate(t)
-	f := &awsFixture{clk: clocktesting.NewFakeClock(t0), cs: fake.NewClientset(), rec: &recorder{}}
+	f := &awsFixture{clk: clocktesting.NewFakeClock(t0), cs: k8sfake.NewClientset(), rec: &recorder{}}
 	f.srv = ecrtest.New(t, func(n int) ecrtest.Reply { return reply(n, f.clk.Now()) })
 	r := &redact.Redactor{}
 	client, err := ecr.New(context.Background(), ecr.Config{Region: "us-west-2", Endpoint: f.srv.URL, Redactor: r})

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
@@ -24,7 +24,7 @@ func TestStaticReportsWhatIsMissingAndNeverWrites(t *testing.T) {
 		Data: map[string][]byte{"type": []byte("oci"), "url": []byte("oci://registry.example.com/aicr"),
 			"username": []byte("robot"), "password": []byte(password)},
 	}
-	cs := fake.NewClientset(s)
+	cs := k8sfake.NewClientset(s)
 	clk := clocktesting.NewFakeClock(t0)
 	rec := &recorder{}
 	metrics, _ := newMetrics()

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/secret"
 )
@@ -29,7 +29,7 @@ func creds(password string, insecure bool) secret.Creds {
 		InsecureOCIForceHTTP: insecure, RefreshedAt: refreshed, ExpiresAt: expires}
 }
 
-func get(t *testing.T, cs *fake.Clientset) *corev1.Secret {
+func get(t *testing.T, cs *k8sfake.Clientset) *corev1.Secret {
 	t.Helper()
 	s, err := cs.CoreV1().Secrets(ref.Namespace).Get(context.Background(), ref.Name, metav1.GetOptions{})
 	if err != nil {
@@ -98,7 +98,7 @@ func TestWrite(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			cs := fake.NewClientset(tc.existing...)
+			cs := k8sfake.NewClientset(tc.existing...)
 			s := &secret.Store{Secrets: cs.CoreV1(), Ref: ref}
 			res, err := s.Write(context.Background(), tc.creds)
 			if err != nil {
@@ -124,7 +124,7 @@ func TestWrite(t *testing.T) {
 
 // assertOnlyVerbs fails when the store did anything but the verbs given on the one Secret: no
 // list, no watch, no other object.
-func assertOnlyVerbs(t *testing.T, cs *fake.Clientset, verbs ...string) {
+func assertOnlyVerbs(t *testing.T, cs *k8sfake.Clientset, verbs ...string) {
 	t.Helper()
 	allowed := map[string]bool{}
 	for _, v := range verbs {
@@ -141,9 +141,9 @@ func assertOnlyVerbs(t *testing.T, cs *fake.Clientset, verbs ...string) {
 }
 
 func TestWriteRetriesAConflict(t *testing.T) {
-	cs := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}})
+	cs := k8sfake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}})
 	conflicts := 1
-	cs.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("update", "secrets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if conflicts > 0 {
 			conflicts--
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, ref.Name, nil)
@@ -160,8 +160,8 @@ func TestWriteRetriesAConflict(t *testing.T) {
 }
 
 func TestWriteErrorNamesTheSecretNotTheData(t *testing.T) {
-	cs := fake.NewClientset()
-	cs.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+	cs := k8sfake.NewClientset()
+	cs.PrependReactor("create", "secrets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, ref.Name, nil)
 	})
 	s := &secret.Store{Secrets: cs.CoreV1(), Ref: ref}
@@ -172,7 +172,7 @@ func TestWriteErrorNamesTheSecretNotTheData(t *testing.T) {
 }
 
 func TestLastExpiry(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := k8sfake.NewClientset()
 	s := &secret.Store{Secrets: cs.CoreV1(), Ref: ref}
 	if got, err := s.LastExpiry(context.Background()); err != nil || !got.IsZero() {
 		t.Errorf("LastExpiry of an absent Secret = %v, %v; want zero", got, err)
@@ -238,9 +238,9 @@ func TestCheck(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			cs := fake.NewClientset()
+			cs := k8sfake.NewClientset()
 			if tc.secret != nil {
-				cs = fake.NewClientset(tc.secret)
+				cs = k8sfake.NewClientset(tc.secret)
 			}
 			s := &secret.Store{Secrets: cs.CoreV1(), Ref: ref}
 			rep, err := s.Check(context.Background(), tc.wantURL)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -50,7 +50,7 @@ func (s *memStore) GetRollout(_ context.Context, name string) (*v1alpha1.Runtime
 	defer s.mu.Unlock()
 	r, ok := s.rollouts[name]
 	if !ok {
-		return nil, kerrors.NewNotFound(grRollout, name)
+		return nil, apierrors.NewNotFound(grRollout, name)
 	}
 	return r.DeepCopy(), nil
 }
@@ -68,7 +68,7 @@ func (s *memStore) UpdateRolloutStatus(_ context.Context, r *v1alpha1.RuntimeRol
 }
 func (s *memStore) DeleteRollout(context.Context, string, string) error { return nil }
 func (s *memStore) GetConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
-	return nil, kerrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
 }
 func (s *memStore) CreateConfigMap(context.Context, *corev1.ConfigMap) error { return nil }
 func (s *memStore) CreateEvent(context.Context, *corev1.Event) error         { return nil }

@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -143,7 +143,7 @@ func (s *cachedStore) wrote(kind, name string, out metav1.Object, err error) {
 		if kind == kindRollout {
 			delete(s.deleted, name)
 		}
-	case kerrors.IsConflict(err) || kerrors.IsNotFound(err):
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		delete(s.written, key)
 		s.stale[key] = true
 	}
@@ -159,7 +159,7 @@ func (s *cachedStore) read(kind, name string, out metav1.Object, err error) {
 		if prev := s.written[key]; prev == nil || !olderVersion(out, prev) {
 			s.written[key] = out
 		}
-	} else if kerrors.IsNotFound(err) {
+	} else if apierrors.IsNotFound(err) {
 		delete(s.stale, key)
 		delete(s.written, key)
 	}
@@ -252,7 +252,7 @@ func (s *cachedStore) ListRollouts(ctx context.Context, runtimeName string) ([]v
 // CreateRollout implements Store.
 func (s *cachedStore) CreateRollout(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
 	out, err := s.Store.CreateRollout(ctx, r)
-	if kerrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
 		// Created elsewhere and not seen yet: the caller reads it next, from the API server.
 		s.mu.Lock()
 		s.stale[kindRollout+"/"+r.Name] = true
@@ -284,10 +284,10 @@ func (s *cachedStore) DeleteRollout(ctx context.Context, name, uid string) error
 	defer s.mu.Unlock()
 	key := kindRollout + "/" + name
 	switch {
-	case err == nil || kerrors.IsNotFound(err):
+	case err == nil || apierrors.IsNotFound(err):
 		delete(s.written, key)
 		s.deleted[name] = types.UID(uid)
-	case kerrors.IsConflict(err):
+	case apierrors.IsConflict(err):
 		delete(s.written, key)
 		s.stale[key] = true
 	}

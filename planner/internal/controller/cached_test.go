@@ -8,7 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -38,7 +38,7 @@ func (s *versionedStore) GetRollout(_ context.Context, name string) (*v1alpha1.R
 	s.reads.Add(1)
 	r, ok := s.rollouts[name]
 	if !ok {
-		return nil, kerrors.NewNotFound(grRollout, name)
+		return nil, apierrors.NewNotFound(grRollout, name)
 	}
 	return r.DeepCopy(), nil
 }
@@ -54,7 +54,7 @@ func (s *versionedStore) ListRollouts(context.Context, string) ([]v1alpha1.Runti
 
 func (s *versionedStore) CreateRollout(_ context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
 	if _, ok := s.rollouts[r.Name]; ok {
-		return nil, kerrors.NewAlreadyExists(grRollout, r.Name)
+		return nil, apierrors.NewAlreadyExists(grRollout, r.Name)
 	}
 	r = r.DeepCopy()
 	r.ResourceVersion, r.UID = s.next(), types.UID("uid-"+r.Name+"-"+strconv.Itoa(s.rv))
@@ -65,10 +65,10 @@ func (s *versionedStore) CreateRollout(_ context.Context, r *v1alpha1.RuntimeRol
 func (s *versionedStore) UpdateRolloutStatus(_ context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
 	cur, ok := s.rollouts[r.Name]
 	if !ok {
-		return nil, kerrors.NewNotFound(grRollout, r.Name)
+		return nil, apierrors.NewNotFound(grRollout, r.Name)
 	}
 	if cur.ResourceVersion != r.ResourceVersion {
-		return nil, kerrors.NewConflict(grRollout, r.Name, nil)
+		return nil, apierrors.NewConflict(grRollout, r.Name, nil)
 	}
 	cur = cur.DeepCopy()
 	cur.Status = *r.Status.DeepCopy()
@@ -84,7 +84,7 @@ func (s *versionedStore) DeleteRollout(_ context.Context, name, _ string) error 
 
 func (s *versionedStore) GetConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	s.reads.Add(1)
-	return nil, kerrors.NewNotFound(corev1.Resource("configmaps"), name)
+	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
 }
 
 // cacheFixture is a cachedStore over a versionedStore, with indexers the test fills as an
@@ -170,7 +170,7 @@ func TestCachedReadsGoLiveUnsyncedAndOnAMiss(t *testing.T) {
 	if r, err := f.store.GetRollout(ctx, "r2"); err != nil || r.Name != "r2" {
 		t.Fatalf("miss: %v, %v; want r2 from the API server", r, err)
 	}
-	if _, err := f.store.GetConfigMap(ctx, "aicr-system", "absent"); !kerrors.IsNotFound(err) || f.live.reads.Load() != 3 {
+	if _, err := f.store.GetConfigMap(ctx, "aicr-system", "absent"); !apierrors.IsNotFound(err) || f.live.reads.Load() != 3 {
 		t.Fatalf("ConfigMap miss: err %v, %d API reads; want NotFound, 3", err, f.live.reads.Load())
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 
-	kerrors "k8s.io/apimachinery/pkg/api/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
@@ -86,14 +86,14 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOn
 	defer unlock()
 	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, runtime).Str(logging.KeyRollout, name).Logger())
 	rt, err := c.store.GetRuntime(ctx, runtime)
-	if kerrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("get runtime %s: %w", runtime, err)
 	}
 	r, err := c.store.GetRollout(ctx, name)
-	if kerrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return nil // deleted: nothing to record
 	}
 	if err != nil {
@@ -131,7 +131,7 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 	defer unlock()
 	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, d.Runtime).Str(logging.KeyRelease, d.Release).Logger())
 	rt, err := c.store.GetRuntime(ctx, d.Runtime)
-	if kerrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/gentype"
-	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -223,7 +223,7 @@ func startWatcher(t *testing.T, objs ...runtime.Object) (*fakeApps, *recorder, c
 	t.Helper()
 	_, cm := testPlan(t)
 	apps := newFakeApps(t, objs...)
-	kube := kubefake.NewSimpleClientset(cm)
+	kube := k8sfake.NewSimpleClientset(cm)
 	rec := &recorder{}
 	w := &Watcher{Apps: apps, Settings: testSettings, Publisher: rec,
 		Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 0)}
