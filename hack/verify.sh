@@ -76,6 +76,13 @@ if [ -n "$outside" ]; then
   echo "  tracked files name a machine path or a document outside the repository:"; echo "$outside" | sed 's/^/    /'; fail=1
 fi
 
+echo "verify: import names"
+# One name per imported package across the workspace (apierrors, metav1 and corev1 fixed), and
+# one package per alias.
+if ! names=$(git ls-files '*.go' | GOWORK=off go run hack/importnames.go); then
+  echo "  imports disagree on names:"; echo "$names" | sed 's/^/    /'; fail=1
+fi
+
 echo "verify: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
