@@ -22,7 +22,7 @@ import (
 func (s *Stack) ApplyBundle(ctx context.Context, bundleYAML []byte) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: BundleConfigMap, Namespace: OperatorNamespace},
-		Data:       map[string]string{"bundle.yaml": string(bundleYAML)},
+		Data:       map[string]string{v1alpha1.DefaultBundleKey: string(bundleYAML)},
 	}
 	cms := s.Kube.CoreV1().ConfigMaps(OperatorNamespace)
 	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
@@ -77,7 +77,7 @@ func (s *Stack) ApplyRuntime(ctx context.Context, spec v1alpha1.ClusterRuntimeSp
 
 // DefaultRuntimeSpec points at the bundle ConfigMap.
 func DefaultRuntimeSpec() v1alpha1.ClusterRuntimeSpec {
-	return v1alpha1.ClusterRuntimeSpec{Bundle: v1alpha1.BundleSource{ConfigMap: &v1alpha1.ConfigMapBundleSource{Name: BundleConfigMap, Namespace: OperatorNamespace, Key: "bundle.yaml"}}}
+	return v1alpha1.ClusterRuntimeSpec{Bundle: v1alpha1.BundleSource{ConfigMap: &v1alpha1.ConfigMapBundleSource{Name: BundleConfigMap, Namespace: OperatorNamespace, Key: v1alpha1.DefaultBundleKey}}}
 }
 
 // Runtime reads the ClusterRuntime.

@@ -466,10 +466,10 @@ func deleting(rt *v1alpha1.ClusterRuntime) {
 // resolve with the bundle it names (each failure at its field path), that the operator never
 // writes the spec, and that only the operator moves its cleanup finalizer.
 func TestClusterRuntimeRules(t *testing.T) {
-	good := bundleConfigMap(opNS, "gpu-bundle", DefaultBundleKey, testBundle)
+	good := bundleConfigMap(opNS, "gpu-bundle", v1alpha1.DefaultBundleKey, testBundle)
 	elsewhere := bundleConfigMap("stacks", "gpu", "stack.yaml", testBundle)
-	broken := bundleConfigMap(opNS, "broken", DefaultBundleKey, strings.Replace(testBundle, "charts/gpu-operator", "https://charts.example.com/gpu-operator", 1))
-	forbiddenNS := bundleConfigMap(opNS, "in-argocd", DefaultBundleKey, strings.Replace(testBundle, "namespace: gpu-operator", "namespace: argocd", 1))
+	broken := bundleConfigMap(opNS, "broken", v1alpha1.DefaultBundleKey, strings.Replace(testBundle, "charts/gpu-operator", "https://charts.example.com/gpu-operator", 1))
+	forbiddenNS := bundleConfigMap(opNS, "in-argocd", v1alpha1.DefaultBundleKey, strings.Replace(testBundle, "namespace: gpu-operator", "namespace: argocd", 1))
 	cases := map[string]struct {
 		review review
 		want   Decision

@@ -14,9 +14,6 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
-// DefaultBundleKey is the key of the bundle YAML in its ConfigMap when the runtime names none.
-const DefaultBundleKey = "bundle.yaml"
-
 var errMissingObject = errors.New("the request has no object")
 
 // runtime checks a ClusterRuntime: named cluster; its spec written by a person, never the
@@ -74,13 +71,7 @@ func (v *Validator) checkResolves(ctx context.Context, d *Decision, spec *v1alph
 			"a bundle source is required: set spec.bundle.configMap.name to the ConfigMap that holds the bundle")
 		return
 	}
-	ns, key := src.Namespace, src.Key
-	if ns == "" {
-		ns = v.cfg.Namespace
-	}
-	if key == "" {
-		key = DefaultBundleKey
-	}
+	ns, key := src.Location(v.cfg.Namespace)
 	if v.cfg.Bundles == nil {
 		d.deny(RuleRuntimeResolves, "spec.bundle.configMap", "admission cannot read bundles (no Kubernetes client); try again later")
 		return

@@ -178,13 +178,7 @@ func (c *Client) Bundle(ctx context.Context, rt *v1alpha1.ClusterRuntime) ([]byt
 	if src == nil {
 		return nil, fmt.Errorf("read bundle: spec.bundle.configMap is not set on clusterruntime %s", rt.Name)
 	}
-	ns, key := src.Namespace, src.Key
-	if ns == "" {
-		ns = c.Namespace
-	}
-	if key == "" {
-		key = "bundle.yaml"
-	}
+	ns, key := src.Location(c.Namespace)
 	cm, err := c.Kube.CoreV1().ConfigMaps(ns).Get(ctx, src.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("read bundle ConfigMap %s/%s: %w", ns, src.Name, err)

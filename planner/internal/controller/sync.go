@@ -77,7 +77,7 @@ func (c *Controller) Sync(ctx context.Context, name string) error {
 		Deleting: v.deleting, DeletionPolicy: v.rt.Spec.DeletionPolicy, At: v.at, Desired: digestOf(desired), InFlight: inflight,
 	})
 	if target.ReleaseFinalizer {
-		return c.releaseFinalizer(ctx, v.rt, fmt.Sprintf("deletionPolicy %s: the stack is left in place", cmp.Or(string(v.rt.Spec.DeletionPolicy), "Retain")))
+		return c.releaseFinalizer(ctx, v.rt, fmt.Sprintf("deletionPolicy %s: the stack is left in place", cmp.Or(v.rt.Spec.DeletionPolicy, v1alpha1.DeletionPolicyRetain)))
 	}
 	if inflight, err = c.supersedeOrWait(ctx, v, inflight, target, now); err != nil {
 		return err
@@ -338,7 +338,7 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 	if src == nil {
 		return fail(v1alpha1.ReasonBundleInvalid, "spec.bundle: set configMap (name, and optionally namespace and key) to the bundle's ConfigMap")
 	}
-	ns, key := cmp.Or(src.Namespace, c.cfg.Namespace), cmp.Or(src.Key, "bundle.yaml")
+	ns, key := src.Location(c.cfg.Namespace)
 	cm, err := c.store.GetConfigMap(ctx, ns, src.Name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -101,11 +102,11 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 	switch res.Outcome {
 	case bus.OutcomeForeign:
 		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonForeignObject
-		s.Message = nonEmpty(res.Message, "an Application with this name exists and is not owned by this runtime") +
+		s.Message = cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime") +
 			"; rename or delete it (the step is retried every " + BlockedRetryInterval.String() + " until its action timeout)"
 	case bus.OutcomeBlocked:
 		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonTransitionBlocked
-		s.Message = nonEmpty(res.Message, "the Application carries the resources finalizer outside an approved Remove step") +
+		s.Message = cmp.Or(res.Message, "the Application carries the resources finalizer outside an approved Remove step") +
 			"; remove the finalizer (the step is retried every " + BlockedRetryInterval.String() + " until its action timeout)"
 	case bus.OutcomeFailed:
 		s.State, s.FinishedAt = v1alpha1.StepFailed, mt(now)
@@ -123,7 +124,7 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 		s.State, s.FinishedAt = v1alpha1.StepFailed, mt(now)
 		s.Reason = v1alpha1.ReasonRolloutFailed
 		s.Message = "the applier found the Application written by a later step and wrote nothing: " +
-			nonEmpty(res.Message, "is the planner's clock behind an earlier leader's?")
+			cmp.Or(res.Message, "is the planner's clock behind an earlier leader's?")
 	case bus.OutcomeRemoved:
 		if s.Action != v1alpha1.ActionRemove {
 			return false
@@ -161,13 +162,6 @@ func NoteOnly(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationDisabl
 	}
 	s := target(r, res.Step.ID, res.Release)
 	return s != nil && !validationDisabled && s.Action != v1alpha1.ActionRemove && s.State == v1alpha1.StepInProgress
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // DriftAction is what the planner does about a drift report during a rollout.

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,6 +90,16 @@ type ConfigMapBundleSource struct {
 	// +kubebuilder:default=bundle.yaml
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
+}
+
+// DefaultBundleKey is the key of the bundle YAML in its ConfigMap when the runtime names none
+// (the CRD's default for spec.bundle.configMap.key).
+const DefaultBundleKey = "bundle.yaml"
+
+// Location returns the namespace and key the bundle is read from: Namespace, or
+// operatorNamespace when it is empty, and Key, or DefaultBundleKey when it is empty.
+func (s *ConfigMapBundleSource) Location(operatorNamespace string) (namespace, key string) {
+	return cmp.Or(s.Namespace, operatorNamespace), cmp.Or(s.Key, DefaultBundleKey)
 }
 
 // Override sets one value of one component, at a dotted path into the component's values.
