@@ -91,7 +91,7 @@ func run(m *testing.M) int {
 func BenchmarkIdleRSS(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
-		for _, bin := range []string{"planner", "applier", "readiness", "credrefresher", "admission"} {
+		for _, bin := range v1alpha1.Binaries() {
 			p, err := h.start(ctx, bin, bin)
 			if err != nil {
 				b.Fatal(err)

@@ -291,11 +291,7 @@ func (h *harness) stop(name string) error {
 
 // operatorIdentities are the service accounts of the five binaries, as the chart passes them.
 func operatorIdentities() string {
-	var ids []string
-	for _, b := range []string{"planner", "applier", "readiness", "credrefresher", "admission"} {
-		ids = append(ids, "system:serviceaccount:"+operatorNamespace+":aicr-"+b)
-	}
-	return strings.Join(ids, ",")
+	return strings.Join(v1alpha1.OperatorIdentities(operatorNamespace), ",")
 }
 
 func lastLines(path string, n int) string {

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
@@ -46,7 +47,9 @@ const (
 	applyTimeout     = 2 * time.Minute
 )
 
-var binaries = []string{"planner", "applier", "readiness", "credrefresher", "admission"}
+// binaries are the operator's binaries: the chart must deploy each under the names the code
+// uses for it (v1alpha1's identities).
+var binaries = v1alpha1.Binaries()
 
 func chartDir(t testing.TB) string {
 	return filepath.Join(repoRoot(t), "deploy", "charts", "aicr-operator")
@@ -69,7 +72,7 @@ func render(t testing.TB, release, namespace string, set ...string) ([]*unstruct
 
 func mustRender(t testing.TB, set ...string) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := render(t, "aicr-operator", releaseNamespace, append([]string{"registry.repository=registry.example.com/aicr"}, set...)...)
+	objs, err := render(t, v1alpha1.ReleaseName, releaseNamespace, append([]string{"registry.repository=registry.example.com/aicr"}, set...)...)
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
@@ -106,9 +109,9 @@ func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 
 func containerArgs(t testing.TB, objs []*unstructured.Unstructured, binary string) []string {
 	t.Helper()
-	d := find(objs, "Deployment", "aicr-operator-"+binary)
+	d := find(objs, "Deployment", v1alpha1.ServiceAccountName(binary))
 	if d == nil {
-		t.Fatalf("no Deployment aicr-operator-%s", binary)
+		t.Fatalf("no Deployment %s", v1alpha1.ServiceAccountName(binary))
 	}
 	cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	args, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
@@ -243,6 +246,27 @@ func TestChartTemplates(t *testing.T) {
 		vwc := find(objs, "ValidatingWebhookConfiguration", "aicr-operator")
 		if vwc.GetAnnotations()["cert-manager.io/inject-ca-from"] != releaseNamespace+"/aicr-operator-admission" {
 			t.Errorf("webhook annotations = %v", vwc.GetAnnotations())
+		}
+	})
+	t.Run("each binary runs as its ServiceAccount, with its NATS user and the operator's identities", func(t *testing.T) {
+		objs := mustRender(t)
+		identities := "--operator-identities=" + strings.Join(v1alpha1.OperatorIdentities(releaseNamespace), ",")
+		for _, b := range binaries {
+			d := find(objs, "Deployment", v1alpha1.ServiceAccountName(b))
+			if d == nil {
+				t.Errorf("no Deployment %s", v1alpha1.ServiceAccountName(b))
+				continue
+			}
+			if sa, _, _ := unstructured.NestedString(d.Object, "spec", "template", "spec", "serviceAccountName"); sa != v1alpha1.ServiceAccountName(b) {
+				t.Errorf("%s runs as ServiceAccount %q, want %q", b, sa, v1alpha1.ServiceAccountName(b))
+			}
+			args := containerArgs(t, objs, b)
+			if !slices.Contains(args, "--nats-user="+b) {
+				t.Errorf("%s args %v lack --nats-user=%s", b, args, b)
+			}
+			if wantIDs := b == v1alpha1.BinaryPlanner || b == v1alpha1.BinaryAdmission; wantIDs != slices.Contains(args, identities) {
+				t.Errorf("%s args %v: %s present = %v, want %v", b, args, identities, !wantIDs, wantIDs)
+			}
 		}
 	})
 	t.Run("the operator's own writes fail closed", func(t *testing.T) {
@@ -408,7 +432,7 @@ func TestChartRBAC(t *testing.T) {
 			{"create", "", "configmaps", "", ops, ""},
 			{"list", "", "configmaps", "", ops, ""},
 			{"create", "coordination.k8s.io", "leases", "", ops, ""},
-			{"update", "coordination.k8s.io", "leases", "", ops, "aicr-planner"},
+			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryPlanner)},
 			{"create", "", "events", "", ops, ""},
 			{"create", "events.k8s.io", "events", "", ops, ""},
 			// Events about the cluster-scoped ClusterRuntime live in "default".
@@ -427,12 +451,12 @@ func TestChartRBAC(t *testing.T) {
 			{"get", "argoproj.io", "appprojects", "", engineNamespace, "aicr"},
 			{"watch", "apiextensions.k8s.io", "customresourcedefinitions", "", "", ""},
 			{"get", "", "configmaps", "", ops, "aicr-plan-x"},
-			{"update", "coordination.k8s.io", "leases", "", ops, "aicr-readiness"},
+			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryReadiness)},
 		},
 		"credrefresher": {
 			{"get", "", "secrets", "", engineNamespace, "aicr-registry"},
 			{"update", "", "secrets", "", engineNamespace, "aicr-registry"},
-			{"update", "coordination.k8s.io", "leases", "", ops, "aicr-credrefresher"},
+			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryCredRefresher)},
 		},
 		"admission": {
 			{"get", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
@@ -443,7 +467,7 @@ func TestChartRBAC(t *testing.T) {
 	denied := map[string][]check{
 		"planner": {
 			{"patch", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
-			{"update", "coordination.k8s.io", "leases", "", ops, "aicr-readiness"},
+			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryReadiness)},
 			{"create", "", "configmaps", "", engineNamespace, ""},
 			{"delete", "operator.aicr.run", "clusterruntimes", "", "", "cluster"},
 		},
@@ -512,7 +536,7 @@ func TestChartRBAC(t *testing.T) {
 	}
 	for _, b := range binaries {
 		t.Run(b, func(t *testing.T) {
-			user := "system:serviceaccount:" + releaseNamespace + ":aicr-operator-" + b
+			user := v1alpha1.ServiceAccountUser(releaseNamespace, b)
 			for _, c := range allowed[b] {
 				if !can(t, user, c) {
 					t.Errorf("%s cannot %s %s/%s %s in %q named %q; it needs to", b, c.verb, c.group, c.resource, c.sub, c.ns, c.name)
@@ -544,7 +568,7 @@ func TestChartRBAC(t *testing.T) {
 		}
 		force := true
 		as := func(b string) dynamic.ResourceInterface {
-			return dynamic.NewForConfigOrDie(env.ServiceAccountConfig(releaseNamespace, "aicr-operator-"+b)).
+			return dynamic.NewForConfigOrDie(env.ServiceAccountConfig(releaseNamespace, v1alpha1.ServiceAccountName(b))).
 				Resource(testenv.ApplicationGVR).Namespace(engineNamespace)
 		}
 		if _, err := as("readiness").Patch(ctx, "rbac-test", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "aicr-operator", Force: &force}); !apierrors.IsForbidden(err) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // docker-compose accepts the compose file, and every binary gets the flags the chart passes.
@@ -25,7 +27,7 @@ func TestComposeConfig(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
 		t.Fatalf("read docker-compose config output: %v", err)
 	}
-	for _, b := range []string{"planner", "applier", "readiness", "credrefresher", "admission"} {
+	for _, b := range v1alpha1.Binaries() {
 		svc, ok := cfg.Services[b]
 		if !ok {
 			t.Errorf("service %s is missing", b)

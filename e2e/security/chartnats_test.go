@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -23,7 +24,7 @@ import (
 const natsStartTimeout = 10 * time.Second
 
 // binaries are the five NATS identities the chart renders, one per binary.
-var binaries = []string{"planner", "applier", "readiness", "credrefresher", "admission"}
+var binaries = v1alpha1.Binaries()
 
 // chartNATS is a nats-server running the Helm chart's rendered configuration.
 type chartNATS struct {

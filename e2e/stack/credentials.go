@@ -126,10 +126,10 @@ func (s *Stack) prepareCredentials(ctx context.Context) error {
 	for k, v := range s.opts.ExtraFlags {
 		extra[k] = v
 	}
-	extra["credrefresher"] = append([]string{
+	extra[v1alpha1.BinaryCredRefresher] = append([]string{
 		"--registry-auth=aws", "--ecr-endpoint=" + a.ecr.URL(), "--aws-region=" + ECRRegion,
 		"--insecure-oci-force-http", "--refresh-interval=" + refresh.String(),
-	}, s.opts.ExtraFlags["credrefresher"]...)
+	}, s.opts.ExtraFlags[v1alpha1.BinaryCredRefresher]...)
 	s.opts.ExtraFlags = extra
 	fmt.Fprintf(s.log, "stack: registry credentials mode aws (fake ECR %s, refresh %s, token lifetime %s)\n", a.ecr.URL(), refresh, lifetime)
 	return nil
@@ -138,7 +138,7 @@ func (s *Stack) prepareCredentials(ctx context.Context) error {
 // binaryEnv is a binary's environment: the test's (nil), except credrefresher in aws mode, which
 // gets static AWS test credentials and no access to the machine's AWS configuration.
 func (s *Stack) binaryEnv(binary string) []string {
-	if s.opts.AWSAuth == nil || binary != "credrefresher" {
+	if s.opts.AWSAuth == nil || binary != v1alpha1.BinaryCredRefresher {
 		return nil
 	}
 	var env []string

@@ -52,7 +52,7 @@ const (
 )
 
 // Binaries are the five services, in start order.
-var Binaries = []string{"admission", "credrefresher", "readiness", "applier", "planner"}
+var Binaries = []string{v1alpha1.BinaryAdmission, v1alpha1.BinaryCredRefresher, v1alpha1.BinaryReadiness, v1alpha1.BinaryApplier, v1alpha1.BinaryPlanner}
 
 // Options configure Up.
 type Options struct {
@@ -224,7 +224,7 @@ func (s *Stack) prepareCluster(ctx context.Context) error {
 // least-privilege RBAC is tested on its own.
 func (s *Stack) createIdentities(ctx context.Context) error {
 	for _, b := range Binaries {
-		name := "aicr-operator-" + b
+		name := v1alpha1.ServiceAccountName(b)
 		if _, err := s.Kube.CoreV1().ServiceAccounts(OperatorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create service account %s: %w", name, err)
 		}
@@ -242,7 +242,7 @@ func (s *Stack) createIdentities(ctx context.Context) error {
 
 // Identity is the username a binary acts as.
 func Identity(binary string) string {
-	return "system:serviceaccount:" + OperatorNamespace + ":aicr-operator-" + binary
+	return v1alpha1.ServiceAccountUser(OperatorNamespace, binary)
 }
 
 func (s *Stack) kubeconfigFor(binary string) (string, error) {
@@ -274,16 +274,16 @@ func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, err
 	}
 	var own []string
 	switch binary {
-	case "planner":
+	case v1alpha1.BinaryPlanner:
 		own = []string{"--operator-identities=" + operatorIdentities(), "--leader-elect"}
-	case "applier":
+	case v1alpha1.BinaryApplier:
 		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--registry-repository=" + s.Repository, "--workers=8"}
-	case "readiness":
+	case v1alpha1.BinaryReadiness:
 		// The chart passes --registry-repository to readiness too: without it drift is not checked.
 		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--registry-repository=" + s.Repository, "--leader-elect"}
-	case "credrefresher":
+	case v1alpha1.BinaryCredRefresher:
 		own = []string{"--registry-auth=static", "--registry-repository=" + s.Repository, "--engine-namespace=" + EngineNamespace, "--repo-creds-secret=" + RepoCredsSecret, "--leader-elect"}
-	case "admission":
+	case v1alpha1.BinaryAdmission:
 		certFile, keyFile, err := s.webhookCert()
 		if err != nil {
 			return nil, err
@@ -295,11 +295,7 @@ func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, err
 }
 
 func operatorIdentities() string {
-	ids := make([]string, 0, len(Binaries))
-	for _, b := range Binaries {
-		ids = append(ids, Identity(b))
-	}
-	return strings.Join(ids, ",")
+	return strings.Join(v1alpha1.OperatorIdentities(OperatorNamespace), ",")
 }
 
 func (s *Stack) startBinaries(ctx context.Context) error {

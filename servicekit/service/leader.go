@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // RunLeader runs work while this replica holds the Lease named after the binary in the operator
@@ -22,7 +24,7 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 		return fmt.Errorf("leader election needs a Kubernetes client")
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: b.opts.Namespace, Name: "aicr-" + b.Name},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: b.opts.Namespace, Name: v1alpha1.LeaseName(b.Name)},
 		Client:     b.KubeClient.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: b.opts.Identity},
 	}

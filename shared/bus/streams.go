@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // Streams and durable consumers.
@@ -14,9 +16,9 @@ const (
 	// StreamEvents keeps events for EventsMaxAge.
 	StreamEvents = "AICR_EVENTS"
 	// ConsumerApplier is the applier replicas' shared durable consumer on StreamCommands.
-	ConsumerApplier = "applier"
+	ConsumerApplier = v1alpha1.BinaryApplier
 	// ConsumerPlanner is the planner's durable consumer on StreamEvents.
-	ConsumerPlanner = "planner"
+	ConsumerPlanner = v1alpha1.BinaryPlanner
 
 	// DuplicateWindow is how long JetStream remembers message IDs.
 	DuplicateWindow = 2 * time.Hour

@@ -22,11 +22,12 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace and NATS connection name.
-const Name = "admission"
+const Name = v1alpha1.BinaryAdmission
 
 // DefaultWebhookAddr is where the webhook listens for AdmissionReviews (HTTPS only).
 const DefaultWebhookAddr = ":9443"

@@ -17,6 +17,7 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
@@ -25,7 +26,7 @@ import (
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
 // durable consumer.
-const Name = "applier"
+const Name = v1alpha1.BinaryApplier
 
 // Defaults of the applier's own flags.
 const (

@@ -98,7 +98,7 @@ func New(c Config) (*Writer, error) {
 	}
 	w := &Writer{apps: c.Apps, cache: c.Cache, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "applier", Name: "results_total",
+			Namespace: v1alpha1.BinaryApplier, Name: "results_total",
 			Help: "Command results published, by action and outcome.",
 		}, []string{"action", "outcome"}),
 	}

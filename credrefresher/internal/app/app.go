@@ -21,12 +21,13 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
 // leader-election lock.
-const Name = "credrefresher"
+const Name = v1alpha1.BinaryCredRefresher
 
 // Defaults.
 const (

@@ -17,15 +17,13 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name, durable
 // consumer and leader-election lock.
-const Name = "planner"
-
-// Binaries whose service accounts are the operator's own identities by default.
-var operatorBinaries = []string{"planner", "applier", "readiness", "credrefresher", "admission"}
+const Name = v1alpha1.BinaryPlanner
 
 // DispatchWorkers is how many bus messages the planner handles at once; one runtime's messages
 // are still handled one at a time (the controller locks per runtime).
@@ -59,7 +57,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	service.SetDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
 	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace")
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
-		"comma-separated user names of the operator itself, whose approvals are ignored (default: the service accounts aicr-<binary> of the five binaries in --namespace, and aicr-operator)")
+		"comma-separated user names of the operator itself, whose approvals are ignored (default: aicr-operator and the service accounts aicr-operator-<binary> of the five binaries in --namespace, as the chart names them)")
 	fs.IntVar(&o.Workers, "workers", 2, "runtimes reconciled at once")
 }
 
@@ -91,11 +89,7 @@ func (o *Options) Identities() []string {
 	if o.OperatorIdentities != "" {
 		return strings.Split(o.OperatorIdentities, ",")
 	}
-	ids := []string{"aicr-operator"}
-	for _, b := range operatorBinaries {
-		ids = append(ids, fmt.Sprintf("system:serviceaccount:%s:aicr-%s", o.Namespace, b))
-	}
-	return ids
+	return append([]string{v1alpha1.FieldManager}, v1alpha1.OperatorIdentities(o.Namespace)...)
 }
 
 // Main parses args, runs the binary and returns the exit code.

@@ -3,6 +3,7 @@ package app
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -22,5 +23,43 @@ func TestDefaultKubeRateLimits(t *testing.T) {
 	}
 	if o.KubeQPS != 20 || o.KubeBurst != 30 {
 		t.Errorf("flags did not override the defaults: %v %d", o.KubeQPS, o.KubeBurst)
+	}
+}
+
+// TestIdentities proves the default operator identities are the service accounts the chart
+// gives the five binaries (the chart's aicr-operator-<binary>), and that the flag replaces them.
+func TestIdentities(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want []string
+	}{
+		"default: aicr-operator and the chart's five service accounts in --namespace": {
+			args: []string{"--namespace=ops"},
+			want: []string{
+				"aicr-operator",
+				"system:serviceaccount:ops:aicr-operator-planner",
+				"system:serviceaccount:ops:aicr-operator-applier",
+				"system:serviceaccount:ops:aicr-operator-readiness",
+				"system:serviceaccount:ops:aicr-operator-credrefresher",
+				"system:serviceaccount:ops:aicr-operator-admission",
+			},
+		},
+		"--operator-identities replaces the default": {
+			args: []string{"--namespace=ops", "--operator-identities=alice,system:serviceaccount:ops:bot"},
+			want: []string{"alice", "system:serviceaccount:ops:bot"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+			var o Options
+			o.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.Identities(); !slices.Equal(got, tc.want) {
+				t.Errorf("Identities() = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -39,10 +39,10 @@ func (c *Controller) event(ctx context.Context, rt *v1alpha1.ClusterRuntime, typ
 			Name: rt.Name, UID: rt.UID, ResourceVersion: rt.ResourceVersion,
 		},
 		Reason: reason, Message: msg, Type: typ,
-		Source:         corev1.EventSource{Component: cmp.Or(c.cfg.Name, "planner")},
+		Source:         corev1.EventSource{Component: cmp.Or(c.cfg.Name, v1alpha1.BinaryPlanner)},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		ReportingController: "aicr.run/" + cmp.Or(c.cfg.Name, "planner"),
-		ReportingInstance:   cmp.Or(c.cfg.Name, "planner"),
+		ReportingController: "aicr.run/" + cmp.Or(c.cfg.Name, v1alpha1.BinaryPlanner),
+		ReportingInstance:   cmp.Or(c.cfg.Name, v1alpha1.BinaryPlanner),
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
 	defer cancel()

@@ -22,11 +22,12 @@ import (
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/engine"
 	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // Name is the binary's name: logger component, metrics namespace, NATS connection name and
 // leader-election lock.
-const Name = "readiness"
+const Name = v1alpha1.BinaryReadiness
 
 // planCacheSize bounds the plans kept for drift detection. It is above plan.DefaultCacheSize:
 // the watched Applications may name the plans of several older rollouts (a release a rollout
