@@ -80,8 +80,12 @@ generate: ## Regenerate deep-copy code and CRD YAML from shared/api, deep-copy c
 	cp shared/api/crds/*.yaml deploy/charts/aicr-operator/files/crds/
 
 .PHONY: verify
-verify: ## Fail when generated files are stale or modules are untidy
+verify: ## Fail when generated files are stale, modules untidy, walls crossed, paths or import names off
 	@hack/verify.sh
+
+.PHONY: docs-images
+docs-images: ## Rewrite docs/modules.dot from the imports and render docs/modules.svg (installs graphviz if missing)
+	@hack/docs-images.sh
 
 .PHONY: tidy
 tidy: ## go mod tidy every module, then go work sync
