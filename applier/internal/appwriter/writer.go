@@ -326,14 +326,14 @@ func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Applicatio
 		if hasStepInfo(op.Info, stepID) {
 			return app, nil
 		}
-		return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, initiator(op.InitiatedBy))
+		return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, op.InitiatedBy.Describe())
 	}
 	if st := app.Status.OperationState; st != nil {
 		if hasStepInfo(st.Operation.Info, stepID) {
 			return app, nil
 		}
 		if !st.Phase.Completed() {
-			return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, initiator(st.Operation.InitiatedBy))
+			return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, st.Operation.InitiatedBy.Describe())
 		}
 	}
 	patch, err := syncPatch(app.ResourceVersion, appspec.SyncOperation(desired, stepID))
@@ -489,16 +489,6 @@ func hasResourcesFinalizer(app *argoapp.Application) bool {
 func applyOptions(manager string) metav1.PatchOptions {
 	force := true
 	return metav1.PatchOptions{FieldManager: manager, Force: &force}
-}
-
-func initiator(i argoapp.OperationInitiator) string {
-	switch {
-	case i.Username != "":
-		return i.Username
-	case i.Automated:
-		return "automated sync"
-	}
-	return "unknown"
 }
 
 func outcomeMessage(outcome, stepWrite string) string {

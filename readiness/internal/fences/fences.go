@@ -232,7 +232,7 @@ func syncedAfterStep(app *argoapp.Application, st step) v1alpha1.Fence {
 		return open(name, "the sync is running"+suffix(os.Message))
 	}
 	if op := app.Operation; op != nil {
-		return open(name, fmt.Sprintf("a sync operation initiated by %s is requested and has not started", initiator(op.InitiatedBy)))
+		return open(name, fmt.Sprintf("a sync operation initiated by %s is requested and has not started", op.InitiatedBy.Describe()))
 	}
 	if os == nil {
 		return open(name, "no sync operation has run for this spec yet")
@@ -345,12 +345,12 @@ func gateSynced(app *argoapp.Application, st step) v1alpha1.Fence {
 		if ours(*op, st.id) {
 			return open(name, fmt.Sprintf("the sync operation of step %s is requested; Argo CD has not started it", st.id))
 		}
-		return open(name, fmt.Sprintf("another operation (initiated by %s) is requested; the applier starts the sync of step %s once it ends", initiator(op.InitiatedBy), st.id))
+		return open(name, fmt.Sprintf("another operation (initiated by %s) is requested; the applier starts the sync of step %s once it ends", op.InitiatedBy.Describe(), st.id))
 	}
 	if os == nil || !ours(os.Operation, st.id) {
 		last := "none"
 		if os != nil {
-			last = fmt.Sprintf("initiated by %s%s, %s", initiator(os.Operation.InitiatedBy), stepInfo(os.Operation), os.Phase)
+			last = fmt.Sprintf("initiated by %s%s, %s", os.Operation.InitiatedBy.Describe(), stepInfo(os.Operation), os.Phase)
 		}
 		return open(name, fmt.Sprintf("waiting for the sync operation of step %s, initiated by %s (the applier starts it); last operation: %s", st.id, v1alpha1.FieldManager, last))
 	}
@@ -439,18 +439,6 @@ func observed(app *argoapp.Application) bus.ObservedStatus {
 		o.ReconciledAt = &u
 	}
 	return o
-}
-
-func initiator(i argoapp.OperationInitiator) string {
-	switch {
-	case i.Username != "" && i.Automated:
-		return i.Username + " (automated)"
-	case i.Username != "":
-		return i.Username
-	case i.Automated:
-		return "Argo CD's automated sync"
-	}
-	return "an unknown initiator"
 }
 
 // untrusted is the message of a fence whose status field cannot be believed before
