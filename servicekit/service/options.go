@@ -1,12 +1,15 @@
 package service
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -58,6 +61,9 @@ type Options struct {
 	LogFormat string
 	// Namespace is --namespace: the operator namespace (env POD_NAMESPACE).
 	Namespace string
+	// EngineNamespace is --engine-namespace: Argo CD's namespace, where the Applications, the
+	// AppProject and the repo-creds Secret live (the chart's engine.namespace).
+	EngineNamespace string
 	// LeaderElect is --leader-elect; the Lease lives in Namespace.
 	LeaderElect bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
@@ -71,10 +77,7 @@ type Options struct {
 
 // BindFlags registers the common flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = DefaultNamespace
-	}
+	ns := cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace)
 	id := os.Getenv("POD_NAME")
 	if id == "" {
 		id, _ = os.Hostname()
@@ -95,6 +98,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: trace, debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", logging.FormatJSON, "log format: json or console")
 	fs.StringVar(&o.Namespace, "namespace", ns, "the operator namespace (plans, leases, events)")
+	fs.StringVar(&o.EngineNamespace, "engine-namespace", DefaultEngineNamespace, "Argo CD's namespace: the Applications, the AppProject and the repo-creds Secret (engine.namespace)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader on a Lease so that replicas do not act twice")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "leader election lease duration")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "leader election renew deadline")
@@ -134,6 +138,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Namespace == "" {
 		errs = append(errs, "--namespace is required")
+	}
+	if msgs := validation.IsDNS1123Label(o.EngineNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("--engine-namespace %q: a namespace name is required (%s)", o.EngineNamespace, strings.Join(msgs, "; ")))
 	}
 	if o.LeaderElect {
 		if o.Identity == "" {

@@ -77,6 +77,14 @@ func TestOptionsValidate(t *testing.T) {
 			edit: func(o *Options) { o.Namespace = "" },
 			want: []string{"--namespace is required"},
 		},
+		"no engine namespace": {
+			edit: func(o *Options) { o.EngineNamespace = "" },
+			want: []string{`--engine-namespace "": a namespace name is required`},
+		},
+		"an engine namespace that is no namespace name": {
+			edit: func(o *Options) { o.EngineNamespace = "Argo_CD" },
+			want: []string{`--engine-namespace "Argo_CD": a namespace name is required (a lowercase RFC 1123 label`},
+		},
 		"leader election without an identity": {
 			edit: func(o *Options) { o.LeaderElect, o.Identity = true, "" },
 			want: []string{"--identity is required with --leader-elect"},

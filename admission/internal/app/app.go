@@ -44,9 +44,6 @@ type Options struct {
 	// OperatorIdentities is --operator-identities: the operator's usernames, comma-separated
 	// (system:serviceaccount:<namespace>:<name>).
 	OperatorIdentities string
-	// EngineNamespace is --engine-namespace: Argo CD's namespace, where the operator's
-	// Applications live.
-	EngineNamespace string
 }
 
 // BindFlags registers the flags with their defaults.
@@ -56,7 +53,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM), reloaded when it changes")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving certificate's private key (PEM), reloaded when it changes")
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "", "the operator's usernames, comma-separated (system:serviceaccount:<namespace>:<name>)")
-	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace, where the operator's Applications live")
 }
 
 // Identities returns the parsed --operator-identities.
@@ -89,9 +85,6 @@ func (o *Options) Validate() error {
 		if strings.ContainsAny(id, " \t\n") {
 			errs = append(errs, fmt.Sprintf("--operator-identities: %q contains white space; use usernames such as system:serviceaccount:aicr-system:aicr-operator-applier", id))
 		}
-	}
-	if o.EngineNamespace == "" {
-		errs = append(errs, "--engine-namespace is required")
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -48,8 +48,6 @@ const (
 // Options are the applier's flags.
 type Options struct {
 	service.Options
-	// EngineNamespace is --engine-namespace: where Argo CD and the Applications live.
-	EngineNamespace string
 	// EngineProject is --engine-project: the AppProject of every Application.
 	EngineProject string
 	// RegistryRepository is --registry-repository: the registry path holding charts/ and
@@ -64,7 +62,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
 	service.SetDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
 	service.SetDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
-	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "the Argo CD namespace, where Applications are written (engine.namespace)")
 	fs.StringVar(&o.EngineProject, "engine-project", DefaultEngineProject, "the AppProject of every Application (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "the OCI registry path holding charts/ and wrappers/, such as registry.example.com/aicr (registry.repository; required)")
 	fs.IntVar(&o.Workers, "workers", DefaultWorkers, "commands this replica handles at once")
@@ -75,9 +72,6 @@ func (o *Options) Validate() error {
 	var errs []string
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, strings.TrimPrefix(err.Error(), "invalid flags: "))
-	}
-	if msgs := validation.IsDNS1123Label(o.EngineNamespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Sprintf("--engine-namespace %q: %s", o.EngineNamespace, strings.Join(msgs, "; ")))
 	}
 	if msgs := validation.IsDNS1123Subdomain(o.EngineProject); len(msgs) > 0 {
 		errs = append(errs, fmt.Sprintf("--engine-project %q: %s", o.EngineProject, strings.Join(msgs, "; ")))

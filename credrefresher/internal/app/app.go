@@ -44,8 +44,6 @@ type Options struct {
 	// RegistryRepository is --registry-repository: host/path (or oci://host/path) under which
 	// the charts live; the Secret's url.
 	RegistryRepository string
-	// EngineNamespace is --engine-namespace: Argo CD's namespace, where the Secret lives.
-	EngineNamespace string
 	// RepoCredsSecret is --repo-creds-secret: the Secret's name.
 	RepoCredsSecret string
 	// AWSRegion is --aws-region; empty means the SDK's (AWS_REGION ...), else the registry host's.
@@ -70,7 +68,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
 	fs.StringVar(&o.RegistryAuth, "registry-auth", refresher.ModeAWS, "how the registry credentials are kept: aws (write a fresh ECR token) or static (check the admin's Secret)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry repository the charts live under, host/path or oci://host/path (the Secret's url)")
-	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace, where the repo-creds Secret lives")
 	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", DefaultRepoCredsSecret, "name of the repo-creds Secret")
 	fs.StringVar(&o.AWSRegion, "aws-region", "", "AWS region of ECR (default: AWS_REGION, AWS_DEFAULT_REGION, the shared config, else the region in an ECR registry host)")
 	fs.StringVar(&o.ECREndpoint, "ecr-endpoint", "", "ECR endpoint URL override (tests, VPC endpoints)")
@@ -107,9 +104,6 @@ func (o *Options) Validate() error {
 		if err := validRepository(o.RegistryRepository); err != nil {
 			errs = append(errs, err.Error())
 		}
-	}
-	if o.EngineNamespace == "" {
-		errs = append(errs, "--engine-namespace is required")
 	}
 	if o.RepoCredsSecret == "" {
 		errs = append(errs, "--repo-creds-secret is required")

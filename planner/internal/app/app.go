@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/controller"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
@@ -41,8 +40,6 @@ const (
 // Options are the planner's flags.
 type Options struct {
 	service.Options
-	// EngineNamespace is --engine-namespace: Argo CD's namespace (no component may use it).
-	EngineNamespace string
 	// OperatorIdentities is --operator-identities: user names of the operator itself; an
 	// approval set by one of them is ignored.
 	OperatorIdentities string
@@ -55,7 +52,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
 	service.SetDefault(fs, "kube-qps", strconv.Itoa(DefaultKubeQPS))
 	service.SetDefault(fs, "kube-burst", strconv.Itoa(DefaultKubeBurst))
-	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "Argo CD's namespace")
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
 		"comma-separated user names of the operator itself, whose approvals are ignored (default: aicr-operator and the service accounts aicr-operator-<binary> of the five binaries in --namespace, as the chart names them)")
 	fs.IntVar(&o.Workers, "workers", 2, "runtimes reconciled at once")
@@ -66,9 +62,6 @@ func (o *Options) Validate() error {
 	var errs []string
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, strings.TrimPrefix(err.Error(), "invalid flags: "))
-	}
-	if e := validation.IsDNS1123Label(o.EngineNamespace); len(e) > 0 {
-		errs = append(errs, fmt.Sprintf("--engine-namespace %q: a namespace name (DNS-1123 label) is required", o.EngineNamespace))
 	}
 	if o.Workers < 1 || o.Workers > 64 {
 		errs = append(errs, fmt.Sprintf("--workers %d: use 1 to 64", o.Workers))

@@ -37,8 +37,6 @@ const planCacheSize = 64
 // Options are the readiness watcher's flags.
 type Options struct {
 	service.Options
-	// EngineNamespace is --engine-namespace: where Argo CD and the Applications live.
-	EngineNamespace string
 	// EngineProject is --engine-project: the AppProject every owned Application references.
 	EngineProject string
 	// RegistryRepository is --registry-repository: the prefix of every chart path, needed to
@@ -52,7 +50,6 @@ type Options struct {
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
-	fs.StringVar(&o.EngineNamespace, "engine-namespace", service.DefaultEngineNamespace, "namespace of Argo CD and the Applications (engine.namespace)")
 	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository); drift is checked only when set")
 }
@@ -62,9 +59,6 @@ func (o *Options) Validate() error {
 	var errs []string
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err.Error())
-	}
-	if o.EngineNamespace == "" {
-		errs = append(errs, "--engine-namespace is required")
 	}
 	if o.EngineProject == "" {
 		errs = append(errs, "--engine-project is required")
