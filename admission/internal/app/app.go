@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -55,15 +54,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "", "the operator's usernames, comma-separated (system:serviceaccount:<namespace>:<name>)")
 }
 
-// Identities returns the parsed --operator-identities.
+// Identities returns the parsed --operator-identities (nil when it does not parse: Validate
+// says why).
 func (o *Options) Identities() []string {
-	var out []string
-	for _, id := range strings.Split(o.OperatorIdentities, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			out = append(out, id)
-		}
+	ids, err := service.SplitIdentities(o.OperatorIdentities)
+	if err != nil {
+		return nil
 	}
-	return out
+	return ids
 }
 
 // Validate checks the flags and names the flag at fault.
@@ -78,13 +76,11 @@ func (o *Options) Validate() error {
 	if o.WebhookAddr == "" {
 		errs = append(errs, "--webhook-addr is required")
 	}
-	if len(o.Identities()) == 0 {
+	switch ids, err := service.SplitIdentities(o.OperatorIdentities); {
+	case err != nil:
+		errs = append(errs, err.Error())
+	case len(ids) == 0:
 		errs = append(errs, "--operator-identities is required: the usernames of the operator's service accounts, comma-separated")
-	}
-	for _, id := range o.Identities() {
-		if strings.ContainsAny(id, " \t\n") {
-			errs = append(errs, fmt.Sprintf("--operator-identities: %q contains white space; use usernames such as system:serviceaccount:aicr-system:aicr-operator-applier", id))
-		}
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))

@@ -66,10 +66,8 @@ func (o *Options) Validate() error {
 	if o.Workers < 1 || o.Workers > 64 {
 		errs = append(errs, fmt.Sprintf("--workers %d: use 1 to 64", o.Workers))
 	}
-	for _, id := range o.Identities() {
-		if strings.TrimSpace(id) != id || id == "" {
-			errs = append(errs, fmt.Sprintf("--operator-identities: %q is not a user name (no empty entries or spaces)", id))
-		}
+	if _, err := service.SplitIdentities(o.OperatorIdentities); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid flags: %s", strings.Join(errs, "; "))
@@ -77,10 +75,11 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Identities returns the operator's own identities.
+// Identities returns the operator's own identities: --operator-identities, or when it names none
+// aicr-operator and the chart's service accounts of the five binaries in --namespace.
 func (o *Options) Identities() []string {
-	if o.OperatorIdentities != "" {
-		return strings.Split(o.OperatorIdentities, ",")
+	if ids, err := service.SplitIdentities(o.OperatorIdentities); err == nil && len(ids) > 0 {
+		return ids
 	}
 	return append([]string{v1alpha1.FieldManager}, v1alpha1.OperatorIdentities(o.Namespace)...)
 }

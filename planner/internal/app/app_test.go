@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -48,6 +49,10 @@ func TestIdentities(t *testing.T) {
 			args: []string{"--namespace=ops", "--operator-identities=alice,system:serviceaccount:ops:bot"},
 			want: []string{"alice", "system:serviceaccount:ops:bot"},
 		},
+		"space after a comma is dropped": {
+			args: []string{"--operator-identities=alice, bob"},
+			want: []string{"alice", "bob"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -61,5 +66,19 @@ func TestIdentities(t *testing.T) {
 				t.Errorf("Identities() = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestValidateIdentities proves a user name with white space inside is refused, quoted.
+func TestValidateIdentities(t *testing.T) {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	var o Options
+	o.BindFlags(fs)
+	if err := fs.Parse([]string{"--operator-identities=alice,bob smith"}); err != nil {
+		t.Fatal(err)
+	}
+	err := o.Validate()
+	if err == nil || !strings.Contains(err.Error(), `--operator-identities: "bob smith" contains white space`) {
+		t.Errorf("Validate() = %v, want the name with white space quoted", err)
 	}
 }
