@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fails when generated files are stale, when a module is untidy, when go work sync would change
-# anything, or when two k8s.io minor versions appear in the workspace build list.
+# anything, when two k8s.io minor versions appear in the workspace build list, when a module wall
+# is crossed, when a tracked file names a machine path or a document outside the repository, when
+# a package is imported under two names, or when a Go file is not gofmt-ed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
