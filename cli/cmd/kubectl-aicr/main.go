@@ -1,5 +1,6 @@
-// Command kubectl-aicr is the kubectl plugin of aicr-operator ("kubectl aicr ..."): it describes,
-// approves and revokes rollouts, follows their progress, reproduces plans, and previews what a
+// Command kubectl-aicr is the kubectl plugin of aicr-operator ("kubectl aicr ..."): it follows
+// rollouts live, draws their dependency graphs, approves and revokes them, pauses the runtime or
+// the engine, shows what the next rollout would change, reproduces plans, and previews what a
 // bundle would do without a cluster. It talks only to the API server.
 package main
 

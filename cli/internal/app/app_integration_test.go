@@ -5,8 +5,7 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,16 +14,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -53,24 +50,54 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// kubectl runs the plugin as user against the test's API server.
-func kubectl(t *testing.T, env *testenv.Env, user string, args ...string) (int, string, string) {
+func envFor(stdout, stderr *syncBuffer) Env {
+	return Env{Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr, Clock: clock.RealClock{}}
+}
+
+// kubectl runs the plugin against the test's API server with its admin kubeconfig.
+func kubectl(t *testing.T, env *testenv.Env, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr syncBuffer
-	code := Main(context.Background(), args, cluster(env, user, &stdout, &stderr))
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	code := Main(ctx, append(args, "--kubeconfig", env.Kubeconfig), envFor(&stdout, &stderr))
 	return code, stdout.String(), stderr.String()
 }
 
-func cluster(env *testenv.Env, user string, stdout, stderr *syncBuffer) Env {
-	return Env{
-		Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr, Clock: clock.RealClock{},
-		Config: func(string, string) (*rest.Config, error) {
-			if user == "" {
-				return rest.CopyConfig(env.Config), nil
-			}
-			return env.ConfigFor(user, "system:authenticated", "system:masters"), nil
-		},
+// kubectlAs runs the plugin as user (kubectl's --as), an administrator.
+func kubectlAs(t *testing.T, env *testenv.Env, user string, args ...string) (int, string, string) {
+	t.Helper()
+	return kubectl(t, env, append(args, "--as", user, "--as-group", "system:authenticated", "--as-group", "system:masters")...)
+}
+
+// background runs a long command (a watch, a wait) and returns its output buffers and exit code.
+func background(t *testing.T, env *testenv.Env, args ...string) (*syncBuffer, *syncBuffer, <-chan int) {
+	t.Helper()
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	t.Cleanup(cancel)
+	go func() { done <- Main(ctx, append(args, "--kubeconfig", env.Kubeconfig), envFor(stdout, stderr)) }()
+	return stdout, stderr, done
+}
+
+func waitOutput(t *testing.T, buf *syncBuffer, what string, cond func(string) bool) {
+	t.Helper()
+	err := testenv.WaitFor(context.Background(), commandTimeout, what, func(context.Context) (bool, error) { return cond(buf.String()), nil })
+	if err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, buf.String())
 	}
+}
+
+func waitExit(t *testing.T, done <-chan int, stdout, stderr *syncBuffer) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(commandTimeout):
+		t.Fatalf("the command did not end:\n%s\n%s", stdout.String(), stderr.String())
+	}
+	return -1
 }
 
 func toUnstructured(t *testing.T, obj any) *unstructured.Unstructured {
@@ -100,6 +127,21 @@ func createRollout(t *testing.T, dyn dynamic.Interface, ro *v1alpha1.RuntimeRoll
 	t.Cleanup(func() {
 		_ = dyn.Resource(v1alpha1.RuntimeRolloutResource).Delete(context.Background(), ro.Name, metav1.DeleteOptions{})
 	})
+}
+
+// setRolloutStatus replaces a rollout's status, as the planner does.
+func setRolloutStatus(t *testing.T, dyn dynamic.Interface, name string, edit func(*v1alpha1.RuntimeRolloutStatus)) {
+	t.Helper()
+	ro := getRollout(t, dyn, name)
+	edit(&ro.Status)
+	u, err := dyn.Resource(v1alpha1.RuntimeRolloutResource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = toUnstructured(t, &v1alpha1.RuntimeRollout{Status: ro.Status}).Object["status"]
+	if _, err := dyn.Resource(v1alpha1.RuntimeRolloutResource).UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("set rollout status: %v", err)
+	}
 }
 
 func getRollout(t *testing.T, dyn dynamic.Interface, name string) *v1alpha1.RuntimeRollout {
@@ -137,68 +179,11 @@ func removeRollout(name string, now time.Time) *v1alpha1.RuntimeRollout {
 	}
 }
 
-// approve sets the approval as the person running the command; revoke withdraws it, as another.
-func TestApproveAndRevoke(t *testing.T) {
-	env := testenv.Current(t)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	createRollout(t, dyn, removeRollout("r-approve", time.Now()))
-
-	before := time.Now().Add(-time.Second)
-	code, stdout, stderr := kubectl(t, env, "alice", "approve", "r-approve", "--reason", "the exporter moved into gpu-operator", "--expires", "1h")
-	if code != 0 {
-		t.Fatalf("approve: exit %d: %s", code, stderr)
-	}
-	if !strings.Contains(stdout, "approved by alice") {
-		t.Errorf("approve output %q", stdout)
-	}
-	a := getRollout(t, dyn, "r-approve").Spec.Approval
-	switch {
-	case a == nil:
-		t.Fatal("no approval written")
-	case a.ApprovedBy != "alice" || a.Reason != "the exporter moved into gpu-operator":
-		t.Errorf("approval %+v, want alice's with the reason", a)
-	case a.ApprovedAt == nil || a.ApprovedAt.Time.Before(before.Truncate(time.Second)):
-		t.Errorf("approvedAt %v, want about now", a.ApprovedAt)
-	case a.ExpiresAt == nil || a.ExpiresAt.Sub(a.ApprovedAt.Time) != time.Hour:
-		t.Errorf("expiresAt %v, want approvedAt + 1h", a.ExpiresAt)
-	}
-
-	if code, _, stderr := kubectl(t, env, "bob", "approve", "r-approve", "--reason", "again"); code != 1 || !strings.Contains(stderr, "already approved by alice") {
-		t.Errorf("second approve: exit %d, %q; want exit 1, already approved by alice", code, stderr)
-	}
-	if code, _, stderr := kubectl(t, env, "bob", "revoke", "r-approve"); code != 1 || !strings.Contains(stderr, "--reason is required") {
-		t.Errorf("revoke without reason: exit %d, %q", code, stderr)
-	}
-	if code, _, stderr := kubectl(t, env, "bob", "revoke", "r-approve", "--reason", "wrong cluster"); code != 0 {
-		t.Fatalf("revoke: exit %d: %s", code, stderr)
-	}
-	r := getRollout(t, dyn, "r-approve").Spec.Approval
-	if r.Revoked == nil || r.Revoked.RevokedBy != "bob" || r.Revoked.Reason != "wrong cluster" || r.ApprovedBy != "alice" {
-		t.Errorf("after revoke: %+v (revoked %+v)", r, r.Revoked)
-	}
-	if code, _, stderr := kubectl(t, env, "", "approve", "r-missing", "--reason", "x"); code != 1 || !strings.Contains(stderr, "runtimerollout r-missing: not found") {
-		t.Errorf("approve of a missing rollout: exit %d, %q", code, stderr)
-	}
-}
-
-// describe shows the steps, each fence, the approval and what to do.
-func TestDescribe(t *testing.T) {
-	env := testenv.Current(t)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	createRollout(t, dyn, removeRollout("r-describe", time.Now()))
-	code, stdout, stderr := kubectl(t, env, "", "describe", "r-describe")
-	if code != 0 {
-		t.Fatalf("describe: exit %d: %s", code, stderr)
-	}
-	for _, want := range []string{
-		"Name:", "r-describe", "Phase:", "AwaitingApproval", "Progress:", "step 1/2 gpu-operator (Upgrade)",
-		"none: 1 Remove step(s) need one (kubectl aicr approve r-describe --reason TEXT)",
-		"gpu-operator", "dcgm-exporter", "Remove",
-		"[x] ComparedToSpec", "[ ] SyncedAfterStep", "operation still Running", "[ ] Healthy",
-	} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("describe output lacks %q:\n%s", want, stdout)
-		}
+func ensureNamespace(t *testing.T, env *testenv.Env, name string) {
+	t.Helper()
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := kc.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }
 
@@ -214,15 +199,26 @@ func ensureRuntime(t *testing.T, env *testenv.Env, bundleCM string) *unstructure
 			Overrides: []v1alpha1.Override{{Component: "gpu-operator", Path: "driver.version", Value: apiextJSON(`"580.105.08"`)}},
 		},
 	}
-	_ = dyn.Resource(v1alpha1.ClusterRuntimeResource).Delete(ctx, "cluster", metav1.DeleteOptions{})
+	deleteRuntime(t, env)
 	created, err := dyn.Resource(v1alpha1.ClusterRuntimeResource).Create(ctx, toUnstructured(t, rt), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create clusterruntime: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = dyn.Resource(v1alpha1.ClusterRuntimeResource).Delete(context.Background(), "cluster", metav1.DeleteOptions{})
-	})
+	t.Cleanup(func() { deleteRuntime(t, env) })
 	return created
+}
+
+func deleteRuntime(t *testing.T, env *testenv.Env) {
+	t.Helper()
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	_ = dyn.Resource(v1alpha1.ClusterRuntimeResource).Delete(context.Background(), "cluster", metav1.DeleteOptions{})
+	err := testenv.WaitFor(context.Background(), commandTimeout, "the runtime is gone", func(ctx context.Context) (bool, error) {
+		_, err := dyn.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, "cluster", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func setRuntimeStatus(t *testing.T, env *testenv.Env, st v1alpha1.ClusterRuntimeStatus) {
@@ -239,131 +235,104 @@ func setRuntimeStatus(t *testing.T, env *testenv.Env, st v1alpha1.ClusterRuntime
 	}
 }
 
-// status --watch follows the rollout, showing the step and what blocks it, until Ready.
-func TestStatusWatchUntilReady(t *testing.T) {
-	env := testenv.Current(t)
-	dyn := dynamic.NewForConfigOrDie(env.Config)
-	now := time.Now()
-	createRollout(t, dyn, removeRollout("r-status", now))
-	ensureRuntime(t, env, "gpu-stack")
-	rolling := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRollingOut,
-		Message: "step 1/2 gpu-operator (Upgrade)", LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}
-	setRuntimeStatus(t, env, v1alpha1.ClusterRuntimeStatus{Rollout: "r-status", Conditions: []metav1.Condition{rolling},
-		DesiredPlan: "sha256:" + strings.Repeat("b", 64), ActivePlan: "sha256:" + strings.Repeat("a", 64)})
+func apiextJSON(raw string) apiextensionsv1.JSON { return apiextensionsv1.JSON{Raw: []byte(raw)} }
 
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	defer cancel()
-	go func() {
-		done <- Main(ctx, []string{"status", "--watch", "--interval", "100ms"}, cluster(env, "", &stdout, &stderr))
-	}()
-	err := testenv.WaitFor(ctx, commandTimeout, "status shows the blocking step", func(context.Context) (bool, error) {
-		return strings.Contains(stdout.String(), "waiting for SyncedAfterStep: operation still Running"), nil
-	})
-	if err != nil {
-		t.Fatalf("%v\noutput:\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	for _, want := range []string{"Ready=False RollingOut", "rollout r-status: AwaitingApproval, step 1/2 gpu-operator (Upgrade)",
-		"step 1/2 gpu-operator (Upgrade) in progress since 2m", "step 2/2 dcgm-exporter (Remove) awaits approval: kubectl aicr approve r-status"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("status output lacks %q:\n%s", want, stdout.String())
-		}
-	}
-	select {
-	case code := <-done:
-		t.Fatalf("status --watch returned %d before the runtime was Ready", code)
-	default:
-	}
-	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonRolledOut,
-		Message: "rolled out", LastTransitionTime: metav1.Now()}
-	setRuntimeStatus(t, env, v1alpha1.ClusterRuntimeStatus{Rollout: "r-status", Conditions: []metav1.Condition{ready},
-		DesiredPlan: "sha256:" + strings.Repeat("b", 64), ActivePlan: "sha256:" + strings.Repeat("b", 64)})
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("status --watch exit %d: %s", code, stderr.String())
-		}
-	case <-ctx.Done():
-		t.Fatalf("status --watch did not end when the runtime became Ready:\n%s", stdout.String())
-	}
-	if !strings.Contains(stdout.String(), "Ready=True RolledOut") {
-		t.Errorf("the last frame does not show Ready:\n%s", stdout.String())
-	}
+func condition(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Minute))}
 }
 
-// reproduce writes the plan and the inputs it came from; they re-derive the digest, and say so
-// when the bundle changed since.
-func TestReproduce(t *testing.T) {
-	env := testenv.Current(t)
-	ctx := context.Background()
-	kc := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	bundle, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "bundle.yaml"))
+var (
+	digestA = "sha256:" + strings.Repeat("a", 64)
+	digestB = "sha256:" + strings.Repeat("b", 64)
+)
+
+// rollingOut is a runtime rolling out r-... toward digestB.
+func rollingOut(rollout string) v1alpha1.ClusterRuntimeStatus {
+	return v1alpha1.ClusterRuntimeStatus{Rollout: rollout, DesiredPlan: digestB, ActivePlan: digestA,
+		Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonRollingOut, "step 1/2 gpu-operator (Upgrade)")}}
+}
+
+func rolledOut(rollout string) v1alpha1.ClusterRuntimeStatus {
+	return v1alpha1.ClusterRuntimeStatus{Rollout: rollout, DesiredPlan: digestB, ActivePlan: digestB,
+		Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut, "rolled out")}}
+}
+
+// exampleBundle is examples/bundle.yaml.
+func exampleBundle(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "bundle.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gpu-stack-reproduce", Namespace: opNamespace}, Data: map[string]string{"bundle.yaml": string(bundle)}}
-	if _, err := kc.CoreV1().ConfigMaps(opNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	rtObj := ensureRuntime(t, env, cm.Name)
-	var rt v1alpha1.ClusterRuntime
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(rtObj.Object, &rt); err != nil {
-		t.Fatal(err)
-	}
+	return data
+}
+
+// storePlan resolves a bundle with the runtime's override and stores it as the planner does.
+func storePlan(t *testing.T, env *testenv.Env, bundle []byte, overrides []v1alpha1.Override) *plan.Plan {
+	t.Helper()
 	b, err := plan.ParseBundle(bundle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plan.Resolve(b, plan.Inputs{Overrides: rt.Spec.Overrides})
+	p, err := plan.Resolve(b, plan.Inputs{Overrides: overrides})
 	if err != nil {
 		t.Fatal(err)
 	}
-	planCM, err := p.ConfigMap(opNamespace)
+	cm, err := p.ConfigMap(opNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kc.CoreV1().ConfigMaps(opNamespace).Create(ctx, planCM, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	ensureNamespace(t, env, opNamespace)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := kc.CoreV1().ConfigMaps(opNamespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	setRuntimeStatus(t, env, v1alpha1.ClusterRuntimeStatus{ActivePlan: p.Digest()})
+	return p
+}
 
-	dir := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := kubectl(t, env, "", "reproduce", "--dir", dir)
-	if code != 0 {
-		t.Fatalf("reproduce: exit %d: %s", code, stderr)
-	}
-	if !strings.Contains(stdout, "re-derive "+p.Digest()) {
-		t.Errorf("reproduce output %q does not confirm the digest", stdout)
-	}
-	planJSON, err := os.ReadFile(filepath.Join(dir, "plan.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum := sha256.Sum256(planJSON); "sha256:"+hex.EncodeToString(sum[:]) != p.Digest() {
-		t.Errorf("sha256 of plan.json is not the digest %s", p.Digest())
-	}
-	// Anyone re-derives it from the files alone, without a cluster.
-	var pout, perr bytes.Buffer
-	if code := Main(ctx, []string{"plan", "--bundle", filepath.Join(dir, "bundle.yaml"), "--runtime", filepath.Join(dir, "clusterruntime.yaml")}, noCluster(t, &pout, &perr)); code != 0 {
-		t.Fatalf("plan from the reproduced files: exit %d: %s", code, perr.String())
-	}
-	if !strings.HasPrefix(pout.String(), "plan "+p.Digest()) {
-		t.Errorf("plan from the reproduced files: %q, want digest %s", pout.String(), p.Digest())
-	}
-
-	// The bundle changed after the plan was made: the command says so and fails.
-	cm.Data["bundle.yaml"] = strings.Replace(string(bundle), "retention: 15d", "retention: 30d", 1)
-	if _, err := kc.CoreV1().ConfigMaps(opNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	code, _, stderr = kubectl(t, env, "", "reproduce", p.Digest(), "--dir", t.TempDir())
-	if code != 1 || !strings.Contains(stderr, "changed after the plan was made") {
-		t.Errorf("reproduce after a bundle change: exit %d, %q", code, stderr)
+func storeBundle(t *testing.T, env *testenv.Env, name string, bundle []byte) {
+	t.Helper()
+	ensureNamespace(t, env, opNamespace)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opNamespace}, Data: map[string]string{"bundle.yaml": string(bundle)}}
+	if _, err := kc.CoreV1().ConfigMaps(opNamespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if _, err := kc.CoreV1().ConfigMaps(opNamespace).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-func apiextJSON(raw string) apiextensionsv1.JSON { return apiextensionsv1.JSON{Raw: []byte(raw)} }
+func mustJSON(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return m
+}
+
+// formatCase is one -o format and what its output must contain.
+type formatCase struct {
+	args []string
+	want []string
+}
+
+func checkFormats(t *testing.T, env *testenv.Env, base []string, cases map[string]formatCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := kubectl(t, env, append(append([]string{}, base...), tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, stdout)
+				}
+			}
+		})
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aicr-run/aicr-operator/shared/appspec"
@@ -32,16 +31,22 @@ func examples(t *testing.T, name string) string {
 	return p
 }
 
-// noCluster is an Env whose cluster access fails the test: plan must not need one.
-func noCluster(t *testing.T, stdout, stderr *bytes.Buffer) Env {
+// noCluster is an Env for commands that must not need a cluster.
+func noCluster(stdout, stderr *bytes.Buffer) Env {
 	return Env{
 		Stdin: strings.NewReader(""), Stdout: stdout, Stderr: stderr,
 		Clock: clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
-		Config: func(string, string) (*rest.Config, error) {
-			t.Fatal("plan asked for a cluster")
-			return nil, nil
-		},
 	}
+}
+
+// runNoCluster runs the plugin with a kubeconfig that does not exist: a command that tried to
+// reach a cluster would fail.
+func runNoCluster(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args = append(args, "--kubeconfig", filepath.Join(t.TempDir(), "no-kubeconfig"))
+	code := Main(context.Background(), args, noCluster(&stdout, &stderr))
+	return code, stdout.String(), stderr.String()
 }
 
 func resolveFile(t *testing.T, bundle, runtime string) *plan.Plan {
@@ -128,16 +133,16 @@ func TestPlanWithoutCluster(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := Main(context.Background(), tc.args, noCluster(t, &stdout, &stderr)); code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr.String())
+			code, stdout, stderr := runNoCluster(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
 			}
 			var got struct {
 				Digest string
 				Steps  []step
 			}
-			if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-				t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+				t.Fatalf("output is not JSON: %v\n%s", err, stdout)
 			}
 			if got.Digest != tc.wantPlan.Digest() {
 				t.Errorf("digest %s, want %s", got.Digest, tc.wantPlan.Digest())
@@ -153,16 +158,15 @@ func TestPlanWithoutCluster(t *testing.T) {
 // uses, with the installation values given.
 func TestPlanApplicationsAreTheAppliersApplications(t *testing.T) {
 	bundle, runtime := examples(t, "bundle.yaml"), examples(t, "clusterruntime.yaml")
-	var stdout, stderr bytes.Buffer
-	args := []string{"plan", "--bundle", bundle, "--runtime", runtime, "--applications", "-o", "json",
-		"--registry-repository", "reg.example.com/aicr", "--engine-namespace", "gitops", "--engine-project", "gpu", "--runtime-uid", "uid-7"}
-	if code := Main(context.Background(), args, noCluster(t, &stdout, &stderr)); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	code, stdout, stderr := runNoCluster(t, "plan", "--bundle", bundle, "--runtime", runtime, "--applications", "-o", "json",
+		"--registry-repository", "reg.example.com/aicr", "--engine-namespace", "gitops", "--engine-project", "gpu", "--runtime-uid", "uid-7")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var got struct {
 		Applications []map[string]any
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatal(err)
 	}
 	p := resolveFile(t, bundle, runtime)
@@ -200,16 +204,51 @@ func TestPlanErrors(t *testing.T) {
 	}{
 		"no bundle is a usage error":            {[]string{"plan"}, 2, "--bundle is required"},
 		"a bad digest names the field":          {[]string{"plan", "--bundle", bad}, 1, "--bundle: components[0].chart.digest"},
-		"an unknown output format is refused":   {[]string{"plan", "--bundle", bad, "-o", "xml"}, 1, `-o "xml": use text, yaml or json`},
+		"an unknown output format is refused":   {[]string{"plan", "--bundle", bad, "-o", "xml"}, 1, `-o "xml": use one of text, json, yaml, name, dot, mermaid, jsonpath=...`},
 		"a missing file is named":               {[]string{"plan", "--bundle", "/nonexistent.yaml"}, 1, "--bundle: open /nonexistent.yaml"},
 		"a bad repository is named":             {[]string{"plan", "--bundle", examples(t, "bundle.yaml"), "--applications", "--registry-repository", "https://x/"}, 1, "registry repository"},
 		"an unknown command lists the commands": {[]string{"deploy"}, 2, `unknown command "deploy"`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := Main(context.Background(), tc.args, noCluster(t, &stdout, &stderr))
-			if code != tc.wantCode || !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr.String(), tc.wantCode, tc.want)
+			code, stdout, stderr := runNoCluster(t, tc.args...)
+			if code != tc.wantCode || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, tc.wantCode, tc.want)
+			}
+			if stdout != "" {
+				t.Errorf("an error printed on stdout: %q", stdout)
+			}
+		})
+	}
+}
+
+// plan prints in every format: the result as data, its names, templates over it, and the graph
+// as text, dot or mermaid.
+func TestPlanOutputFormats(t *testing.T) {
+	bundle := examples(t, "bundle.yaml")
+	p := resolveFile(t, bundle, "")
+	for name, tc := range map[string]struct {
+		args []string
+		want []string
+	}{
+		"text":                    {nil, []string{"plan " + p.Digest(), "9 steps:", "5  gpu-operator               Install"}},
+		"yaml":                    {[]string{"-o", "yaml"}, []string{"digest: " + p.Digest(), "- action: Install"}},
+		"name":                    {[]string{"-o", "name", "--applications"}, []string{"configmap/" + plan.ConfigMapName(p.Digest()) + "\n", "application.argoproj.io/gpu-operator\n"}},
+		"jsonpath":                {[]string{"-o", "jsonpath={.steps[4].release}"}, []string{"gpu-operator"}},
+		"go-template":             {[]string{"-o", "go-template={{range .steps}}{{.index}}:{{.release}} {{end}}"}, []string{"1:cert-manager 2:kube-prometheus-stack"}},
+		"graph text":              {[]string{"--graph"}, []string{": 0/9 steps succeeded", "2 ┬ ○ gpu-operator", "← jobset, gpu-operator-readiness"}},
+		"graph json":              {[]string{"--graph", "-o", "json"}, []string{`"name": "gpu-operator"`, `"layer": 1`, `"from": "gpu-operator-readiness"`}},
+		"dot draws the graph":     {[]string{"-o", "dot"}, []string{"digraph rollout {", `"gpu-operator" -> "gpu-operator-readiness";`}},
+		"mermaid draws the graph": {[]string{"-o", "mermaid"}, []string{"flowchart LR", "n4 --> n6"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runNoCluster(t, append([]string{"plan", "--bundle", bundle}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, stdout)
+				}
 			}
 		})
 	}

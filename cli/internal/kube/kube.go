@@ -1,5 +1,6 @@
-// Package kube is the plugin's only door to the cluster: it loads the kubeconfig the way kubectl
-// does and reads and patches the operator's objects through the API server.
+// Package kube is the plugin's only door to the cluster: it reads, watches and patches the
+// operator's objects through the API server. The client configuration comes from kubectl's
+// flags (k8s.io/cli-runtime), built by the caller.
 package kube
 
 import (
@@ -7,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -14,12 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -28,30 +31,25 @@ import (
 // ErrNoRollout means the runtime names no rollout and none was given.
 var ErrNoRollout = errors.New("no rollout: the ClusterRuntime names none yet; pass a rollout name (kubectl get runtimerollouts)")
 
-// LoadConfig loads the client configuration as kubectl does: the explicit kubeconfig file, else
-// $KUBECONFIG and ~/.kube/config (or the in-cluster configuration), with context selecting a
-// context of the file.
-func LoadConfig(kubeconfig, context string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: context}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "kubectl-aicr"
-	return cfg, nil
+// Runtime is the ClusterRuntime as typed fields and as the API server returned it (printed by -o).
+type Runtime struct {
+	*v1alpha1.ClusterRuntime
+	Raw *unstructured.Unstructured
+}
+
+// Rollout is a RuntimeRollout as typed fields and as the API server returned it.
+type Rollout struct {
+	*v1alpha1.RuntimeRollout
+	Raw *unstructured.Unstructured
 }
 
 // Client reads and writes the operator's objects.
 type Client struct {
-	// Dynamic reads ClusterRuntimes and RuntimeRollouts.
+	// Dynamic reads ClusterRuntimes, RuntimeRollouts and Applications.
 	Dynamic dynamic.Interface
-	// Kube reads ConfigMaps and asks who the user is.
+	// Kube reads ConfigMaps and Deployments and asks who the user is.
 	Kube kubernetes.Interface
-	// Namespace is the operator namespace (plans, bundles by default).
+	// Namespace is the operator namespace (plans, bundles by default, the operator's Deployments).
 	Namespace string
 }
 
@@ -68,24 +66,32 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	return &Client{Dynamic: dyn, Kube: kc, Namespace: namespace}, nil
 }
 
+// ErrRuntimeNotFound is wrapped by Runtime when the ClusterRuntime does not exist.
+var ErrRuntimeNotFound = errors.New("not found; create it first (examples/clusterruntime.yaml)")
+
 // Runtime gets the ClusterRuntime (always named "cluster").
-func (c *Client) Runtime(ctx context.Context) (*v1alpha1.ClusterRuntime, error) {
+func (c *Client) Runtime(ctx context.Context) (*Runtime, error) {
 	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get clusterruntime %s: not found; create it first (examples/clusterruntime.yaml)", v1alpha1.RuntimeName)
+			return nil, fmt.Errorf("get clusterruntime %s: %w", v1alpha1.RuntimeName, ErrRuntimeNotFound)
 		}
 		return nil, fmt.Errorf("get clusterruntime %s: %w", v1alpha1.RuntimeName, err)
 	}
+	return RuntimeFrom(u)
+}
+
+// RuntimeFrom types a ClusterRuntime read as unstructured.
+func RuntimeFrom(u *unstructured.Unstructured) (*Runtime, error) {
 	var rt v1alpha1.ClusterRuntime
 	if err := fromUnstructured(u, &rt); err != nil {
-		return nil, fmt.Errorf("read clusterruntime %s: %w", v1alpha1.RuntimeName, err)
+		return nil, fmt.Errorf("read clusterruntime %s: %w", u.GetName(), err)
 	}
-	return &rt, nil
+	return &Runtime{ClusterRuntime: &rt, Raw: u}, nil
 }
 
 // Rollout gets a RuntimeRollout by name.
-func (c *Client) Rollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
+func (c *Client) Rollout(ctx context.Context, name string) (*Rollout, error) {
 	u, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -93,15 +99,20 @@ func (c *Client) Rollout(ctx context.Context, name string) (*v1alpha1.RuntimeRol
 		}
 		return nil, fmt.Errorf("get runtimerollout %s: %w", name, err)
 	}
+	return RolloutFrom(u)
+}
+
+// RolloutFrom types a RuntimeRollout read as unstructured.
+func RolloutFrom(u *unstructured.Unstructured) (*Rollout, error) {
 	var ro v1alpha1.RuntimeRollout
 	if err := fromUnstructured(u, &ro); err != nil {
-		return nil, fmt.Errorf("read runtimerollout %s: %w", name, err)
+		return nil, fmt.Errorf("read runtimerollout %s: %w", u.GetName(), err)
 	}
-	return &ro, nil
+	return &Rollout{RuntimeRollout: &ro, Raw: u}, nil
 }
 
 // CurrentRollout resolves name, or the rollout the runtime names when name is empty.
-func (c *Client) CurrentRollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
+func (c *Client) CurrentRollout(ctx context.Context, name string) (*Rollout, error) {
 	if name == "" {
 		rt, err := c.Runtime(ctx)
 		if err != nil {
@@ -115,9 +126,33 @@ func (c *Client) CurrentRollout(ctx context.Context, name string) (*v1alpha1.Run
 	return c.Rollout(ctx, name)
 }
 
+// Rollouts lists every RuntimeRollout, newest first.
+func (c *Client) Rollouts(ctx context.Context) ([]*Rollout, error) {
+	list, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list runtimerollouts: %w", err)
+	}
+	out := make([]*Rollout, 0, len(list.Items))
+	for i := range list.Items {
+		ro, err := RolloutFrom(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ro)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ti, tj := out[i].CreationTimestamp, out[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return tj.Before(&ti)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
 // PatchRolloutSpec merge-patches a rollout's spec, guarded by the resourceVersion it was read at:
 // a concurrent change fails with a conflict instead of being overwritten.
-func (c *Client) PatchRolloutSpec(ctx context.Context, ro *v1alpha1.RuntimeRollout, spec map[string]any) (*v1alpha1.RuntimeRollout, error) {
+func (c *Client) PatchRolloutSpec(ctx context.Context, ro *Rollout, spec map[string]any) (*Rollout, error) {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": ro.ResourceVersion},
 		"spec":     spec,
@@ -132,11 +167,24 @@ func (c *Client) PatchRolloutSpec(ctx context.Context, ro *v1alpha1.RuntimeRollo
 		}
 		return nil, fmt.Errorf("patch runtimerollout %s: %w", ro.Name, err)
 	}
-	var out v1alpha1.RuntimeRollout
-	if err := fromUnstructured(u, &out); err != nil {
-		return nil, fmt.Errorf("read runtimerollout %s: %w", ro.Name, err)
+	return RolloutFrom(u)
+}
+
+// SetRuntimeFlag merge-patches one boolean of the ClusterRuntime's spec (paused, suspendEngine).
+// Setting a value it already has changes nothing, so the call is safe to repeat.
+func (c *Client) SetRuntimeFlag(ctx context.Context, field string, value bool) (*Runtime, error) {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{field: value}})
+	if err != nil {
+		return nil, fmt.Errorf("encode patch of clusterruntime %s: %w", v1alpha1.RuntimeName, err)
 	}
-	return &out, nil
+	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Patch(ctx, v1alpha1.RuntimeName, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("set spec.%s of clusterruntime %s: %w", field, v1alpha1.RuntimeName, ErrRuntimeNotFound)
+		}
+		return nil, fmt.Errorf("set spec.%s of clusterruntime %s: %w", field, v1alpha1.RuntimeName, err)
+	}
+	return RuntimeFrom(u)
 }
 
 // WhoAmI returns the user name the API server authenticates this client as (a SelfSubjectReview).
@@ -161,7 +209,7 @@ func (c *Client) Plan(ctx context.Context, ref string) (*plan.Plan, *corev1.Conf
 	cm, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("get plan %s: ConfigMap %s/%s not found (is --operator-namespace right?)", ref, c.Namespace, name)
+			return nil, nil, fmt.Errorf("get plan %s: ConfigMap %s/%s not found (is --namespace, the operator namespace, right?)", ref, c.Namespace, name)
 		}
 		return nil, nil, fmt.Errorf("get plan %s: %w", ref, err)
 	}
@@ -170,6 +218,28 @@ func (c *Client) Plan(ctx context.Context, ref string) (*plan.Plan, *corev1.Conf
 		return nil, nil, err
 	}
 	return p, cm, nil
+}
+
+// PlanNames lists the plan ConfigMaps of the operator namespace: their digests, newest first.
+func (c *Client) PlanNames(ctx context.Context) ([]string, error) {
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelRole: v1alpha1.PlanRoleValue}).String()
+	list, err := c.Kube.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list plans in %s: %w", c.Namespace, err)
+	}
+	items := list.Items
+	sort.SliceStable(items, func(i, j int) bool {
+		return items[j].CreationTimestamp.Before(&items[i].CreationTimestamp)
+	})
+	var out []string
+	for _, cm := range items {
+		if d := cm.Annotations[v1alpha1.AnnotationPlanDigest]; d != "" {
+			out = append(out, d)
+		} else {
+			out = append(out, cm.Name)
+		}
+	}
+	return out, nil
 }
 
 // Bundle reads the bundle document a runtime points at.
@@ -192,4 +262,23 @@ func (c *Client) Bundle(ctx context.Context, rt *v1alpha1.ClusterRuntime) ([]byt
 
 func fromUnstructured(u *unstructured.Unstructured, into any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), into)
+}
+
+// ApplicationResource is Argo CD's Application.
+var ApplicationResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+
+// OwnedApplications lists the Applications in the engine namespace labelled as the operator's for
+// the runtime (app.kubernetes.io/managed-by=aicr-operator, operator.aicr.run/runtime=cluster).
+func (c *Client) OwnedApplications(ctx context.Context, engineNamespace string) ([]*unstructured.Unstructured, error) {
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelRuntime: v1alpha1.RuntimeName}).String()
+	list, err := c.Dynamic.Resource(ApplicationResource).Namespace(engineNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list the operator's applications in %s: %w", engineNamespace, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
 }

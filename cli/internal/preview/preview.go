@@ -51,6 +51,9 @@ type Result struct {
 	// Applications as the applier applies them (no status, no creationTimestamp), with
 	// Options.Applications.
 	Applications []map[string]any `json:"applications,omitempty"`
+	// Plan is the resolved plan; From the earlier one (nil without --from). Neither is printed.
+	Plan *plan.Plan `json:"-"`
+	From *plan.Plan `json:"-"`
 }
 
 // Run resolves the bundles and derives the steps.
@@ -74,6 +77,8 @@ func Run(o Options) (*Result, error) {
 		Bundle:   to.Bundle,
 		Releases: len(to.Releases),
 		Steps:    plan.Steps(from, to, plan.StepOptions{}),
+		Plan:     to,
+		From:     from,
 	}
 	if from != nil {
 		res.FromDigest = from.Digest()
