@@ -24,6 +24,14 @@ build: ## Build every binary into bin/
 	@mkdir -p $(BIN_DIR)
 	go build -o $(BIN_DIR)/ $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
 
+.PHONY: plugin
+plugin: ## Build kubectl-aicr for linux/darwin x amd64/arm64 into dist/ with a krew manifest (VERSION=v1.2.3)
+	@hack/plugin.sh
+
+.PHONY: docs-cli
+docs-cli: ## Regenerate docs/cli.md from the plugin's help (a test fails when it is stale)
+	go test -count=1 ./cli/internal/app -run TestCLIReferenceIsCurrent -update
+
 .PHONY: demo
 demo: build ## The main job: the local stack rolls the example GPU-stack bundle out, live; Ctrl-C stops it
 	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
@@ -84,7 +92,7 @@ verify: ## Fail when generated files are stale, modules untidy, walls crossed, p
 	@hack/verify.sh
 
 .PHONY: docs-images
-docs-images: ## Rewrite docs/modules.dot from the imports and render docs/modules.svg (installs graphviz if missing)
+docs-images: ## Rewrite docs/modules.dot and docs/modules.svg, render docs/images/example-rollout.png (installs graphviz if missing)
 	@hack/docs-images.sh
 
 .PHONY: tidy

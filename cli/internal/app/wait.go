@@ -129,15 +129,17 @@ func newWaitCmd(o *options) *cobra.Command {
 		Short: "Wait, with a watch, until the runtime is Ready, has a condition, or a rollout ends",
 		Long: `Wait for a state, following the API server with a watch, for scripts and CI. It exits 0 once
 the state is reached and 1 when the timeout passes first (saying what it last saw), or as soon as
-the state cannot come any more:
+the state cannot come any more.
 
-  --for=ready                      the ClusterRuntime is Ready=True at its desired plan; fails at
-                                   once when the rollout to that plan ended RolloutFailed,
-                                   RolloutExpired or RolloutRevoked
-  --for=condition=TYPE[=STATUS]    a ClusterRuntime condition (Ready, Stalled, Resolved,
-                                   EngineAvailable) has the status (default True)
-  --for=outcome[=OUTCOME]          the rollout (ROLLOUT, else the runtime's current one) has ended,
-                                   or ended with OUTCOME (RolloutSucceeded, RolloutFailed, ...)
+--for=ready: the ClusterRuntime is Ready=True at its desired plan. It fails at once when the
+rollout to that plan ended RolloutFailed, RolloutExpired or RolloutRevoked.
+
+--for=condition=TYPE[=STATUS]: a ClusterRuntime condition (Ready, Stalled, Resolved,
+EngineAvailable) has the status (default True).
+
+--for=outcome[=OUTCOME]: the rollout (ROLLOUT, else the runtime's current one) has ended, or
+ended with OUTCOME (RolloutSucceeded, RolloutFailed, RolloutExpired, RolloutRevoked,
+RolloutSuperseded).
 
 A ClusterRuntime that does not exist yet is waited for. --timeout 0 checks once; a negative
 timeout waits without end.`,

@@ -84,10 +84,11 @@ func (f *Flags) IsText() bool { return f.format() == Text }
 func (f *Flags) Is(format string) bool { return f.format() == format }
 
 func (f *Flags) format() string {
-	if f.Format == "" {
-		if *f.templates.TemplateArgument != "" {
-			return "go-template"
-		}
+	switch {
+	case (f.Format == "" || f.Format == Text) && *f.templates.TemplateArgument != "":
+		// --template without -o is a go-template, as in kubectl.
+		return "go-template"
+	case f.Format == "":
 		return Text
 	}
 	return f.Format

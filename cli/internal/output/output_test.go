@@ -75,6 +75,9 @@ func TestFormats(t *testing.T) {
 	if !strings.Contains(js, "managedFields") {
 		t.Errorf("--show-managed-fields drops them:\n%s", js)
 	}
+	if got, err := printAs(t, "text", d, "--template", "{{.metadata.name}}"); err != nil || got != "r-1" {
+		t.Errorf("--template without -o: %q %v, want a go-template", got, err)
+	}
 	y, _ := printAs(t, "yaml", d)
 	if !strings.Contains(y, "kind: RuntimeRollout\n") || !strings.Contains(y, "phase: Progressing") {
 		t.Errorf("yaml:\n%s", y)
