@@ -137,7 +137,7 @@ plan (they changed after it was made); plan.json is then the plan as it was.`,
   kubectl aicr reproduce
 
   # A given plan, into a folder
-  kubectl aicr reproduce sha256:172ca57c59e9... --dir /tmp/plan`,
+  kubectl aicr reproduce sha256:172ca57c59e9... --dir plan-inputs`,
 		Args:              maxArgs(1, "one plan digest or ConfigMap name"),
 		ValidArgsFunction: planDigests(o),
 		RunE: func(cmd *cobra.Command, args []string) error {

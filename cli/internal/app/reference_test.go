@@ -29,11 +29,6 @@ func TestCLIReferenceIsCurrent(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("docs/cli.md is stale: run make docs-cli (go test ./cli/internal/app -run TestCLIReference -update)")
 	}
-	for _, bad := range []string{"/root", "/home/", "/work/"} {
-		if strings.Contains(want, bad) {
-			t.Errorf("the reference names a machine path (%s)", bad)
-		}
-	}
 }
 
 // Every command has --help with examples, and the reference has a section for each.

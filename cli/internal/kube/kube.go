@@ -18,13 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
@@ -265,7 +265,7 @@ func fromUnstructured(u *unstructured.Unstructured, into any) error {
 }
 
 // ApplicationResource is Argo CD's Application.
-var ApplicationResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+var ApplicationResource = argoapp.SchemeGroupVersion.WithResource(argoapp.ResourceApplications)
 
 // OwnedApplications lists the Applications in the engine namespace labelled as the operator's for
 // the runtime (app.kubernetes.io/managed-by=aicr-operator, operator.aicr.run/runtime=cluster).
