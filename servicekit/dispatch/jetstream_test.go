@@ -435,11 +435,11 @@ func TestRestartLosesNothing(t *testing.T) {
 	want["evt-after"] = true
 	rec := &recorder{}
 	ok := func(*Message) error { return nil }
-	for _, name := range []string{bus.ConsumerApplier, bus.ConsumerPlanner} {
-		c, err := WaitConsumer(ctxFor(t), js, name, 1)
-		if err != nil {
-			t.Fatalf("WaitConsumer(%s): %v", name, err)
-		}
+	consumers, err := WaitSetup(ctxFor(t), js, 1)
+	if err != nil {
+		t.Fatalf("WaitSetup: %v", err)
+	}
+	for name, c := range consumers {
 		runDispatcher(t, &Dispatcher{Consumer: c, Routes: Routes{bus.TypeApplyCommand: rec.handler(name, ok), bus.TypeEngineStatus: rec.handler(name, ok)}})
 	}
 	eventually(t, "every message published before the restart", func() (bool, string) {
@@ -453,5 +453,52 @@ func TestRestartLosesNothing(t *testing.T) {
 			}
 		}
 		return true, ""
+	})
+}
+
+// TestOnlyTheStreamOwnerDeclares proves the setup split under the bus's identities, on a server
+// that requires TLS: the applier's WaitBound and the readiness identity's WaitStream wait until
+// the planner's WaitSetup has declared the streams and consumers, then bind, and a command the
+// planner publishes reaches the applier through the bound consumer.
+func TestOnlyTheStreamOwnerDeclares(t *testing.T) {
+	srv := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
+	_, planner := srv.ConnectAs(t, bus.IdentityPlanner)
+	_, applier := srv.ConnectAs(t, bus.IdentityApplier)
+	_, readiness := srv.ConnectAs(t, bus.IdentityReadiness)
+
+	bound := make(chan jetstream.Consumer, 1)
+	streamed := make(chan error, 1)
+	go func() {
+		c, err := WaitBound(ctxFor(t), applier, bus.ConsumerApplier)
+		if err != nil {
+			t.Errorf("WaitBound: %v", err)
+		}
+		bound <- c
+	}()
+	go func() { streamed <- WaitStream(ctxFor(t), readiness, bus.StreamEvents) }()
+	if err := StreamExists(ctxFor(t), readiness, bus.StreamEvents); err == nil {
+		t.Fatal("the events stream exists before the planner declared it")
+	}
+	if _, err := BindConsumer(ctxFor(t), applier, bus.ConsumerApplier); err == nil {
+		t.Fatal("the applier bound to a consumer nobody declared")
+	}
+
+	if _, err := WaitSetup(ctxFor(t), planner, 1); err != nil {
+		t.Fatalf("the planner's WaitSetup: %v", err)
+	}
+	if err := <-streamed; err != nil {
+		t.Fatalf("WaitStream: %v", err)
+	}
+	c := <-bound
+	if c == nil {
+		t.FailNow()
+	}
+	if err := bus.NewPublisher(planner, "planner").Publish(ctxFor(t), bus.ApplySubject("cluster", "nfd"), "c1", applyCommand("nfd")); err != nil {
+		t.Fatalf("the planner publishes a command: %v", err)
+	}
+	rec := &recorder{}
+	runDispatcher(t, &Dispatcher{Consumer: c, Routes: Routes{bus.TypeApplyCommand: rec.handler("applier", func(*Message) error { return nil })}})
+	eventually(t, "the applier to handle the command", func() (bool, string) {
+		return len(rec.deliveries()) == 1, fmt.Sprintf("%d deliveries", len(rec.deliveries()))
 	})
 }

@@ -39,6 +39,11 @@ type Options struct {
 	NATSUser string
 	// NATSPasswordFile is --nats-password-file.
 	NATSPasswordFile string
+	// NATSTLSCA is --nats-tls-ca: the CA of the NATS server's certificate; TLS is required with it.
+	NATSTLSCA string
+	// NATSTLSCert and NATSTLSKey are --nats-tls-cert and --nats-tls-key: a client certificate
+	// for a NATS server that verifies clients.
+	NATSTLSCert, NATSTLSKey string
 	// EmbeddedNATS is --embedded-nats: start an in-process JetStream server (local stack).
 	EmbeddedNATS bool
 	// EmbeddedNATSAddr is --embedded-nats-addr.
@@ -86,6 +91,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSCredsFile, "nats-creds", "", "NATS credentials file")
 	fs.StringVar(&o.NATSUser, "nats-user", "", "NATS user name")
 	fs.StringVar(&o.NATSPasswordFile, "nats-password-file", "", "file holding the NATS user's password")
+	fs.StringVar(&o.NATSTLSCA, "nats-tls-ca", "", "CA certificate (PEM) of the NATS server; TLS is then required")
+	fs.StringVar(&o.NATSTLSCert, "nats-tls-cert", "", "client certificate (PEM) for a NATS server that verifies clients; needs --nats-tls-key")
+	fs.StringVar(&o.NATSTLSKey, "nats-tls-key", "", "key (PEM) of --nats-tls-cert")
 	fs.BoolVar(&o.EmbeddedNATS, "embedded-nats", false, "start an in-process NATS JetStream server (local stack only)")
 	fs.StringVar(&o.EmbeddedNATSAddr, "embedded-nats-addr", DefaultEmbeddedNATSAddr, "listen address of the embedded NATS server")
 	fs.StringVar(&o.EmbeddedNATSDir, "embedded-nats-dir", "", "JetStream storage of the embedded NATS server (a temporary folder when empty)")
@@ -119,6 +127,12 @@ func (o *Options) Validate() error {
 	}
 	if o.NATSUser != "" && o.NATSPasswordFile == "" {
 		errs = append(errs, "--nats-user needs --nats-password-file")
+	}
+	if (o.NATSTLSCert == "") != (o.NATSTLSKey == "") {
+		errs = append(errs, "--nats-tls-cert and --nats-tls-key go together: pass both or neither")
+	}
+	if o.EmbeddedNATS && (o.NATSTLSCA != "" || o.NATSTLSCert != "") {
+		errs = append(errs, "--embedded-nats serves plain NATS on loopback: drop --nats-tls-ca, --nats-tls-cert and --nats-tls-key")
 	}
 	if o.StreamReplicas != 1 && o.StreamReplicas != 3 && o.StreamReplicas != 5 {
 		errs = append(errs, fmt.Sprintf("--stream-replicas %d: use 1, 3 or 5", o.StreamReplicas))

@@ -25,6 +25,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/natsx"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Check is one readiness check: nil when ready, else why not.
@@ -93,7 +94,12 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		}
 		password = strings.TrimSpace(string(raw))
 	}
-	nc, err := natsx.Connect(natsx.ConnectOptions{URL: url, Name: name, CredsFile: o.NATSCredsFile, User: o.NATSUser, Password: password}, log)
+	co := natsx.ConnectOptions{
+		URL: url, Name: name, CredsFile: o.NATSCredsFile, User: o.NATSUser, Password: password,
+		InboxPrefix: bus.InboxPrefix(name),
+		TLSCA:       o.NATSTLSCA, TLSCert: o.NATSTLSCert, TLSKey: o.NATSTLSKey,
+	}
+	nc, err := natsx.Connect(co, log)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -103,12 +109,7 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		b.Close()
 		return nil, fmt.Errorf("open jetstream: %w", err)
 	}
-	b.AddCheck("nats", func(context.Context) error {
-		if !nc.IsConnected() {
-			return fmt.Errorf("nats is %s", nc.Status())
-		}
-		return nil
-	})
+	b.AddCheck("nats", func(context.Context) error { return co.Status(nc) })
 	if needKube {
 		cfg, err := KubeConfig(o.Kubeconfig, o.KubeQPS, o.KubeBurst, name)
 		if err != nil {

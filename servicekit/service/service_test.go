@@ -53,6 +53,22 @@ func TestOptionsValidate(t *testing.T) {
 			edit: func(o *Options) { o.NATSUser = "aicr" },
 			want: []string{"--nats-user needs --nats-password-file"},
 		},
+		"a NATS CA only: TLS, the server's certificate checked": {edit: func(o *Options) { o.NATSTLSCA = "/ca.crt" }},
+		"a NATS client certificate and its key": {
+			edit: func(o *Options) { o.NATSTLSCA, o.NATSTLSCert, o.NATSTLSKey = "/ca.crt", "/tls.crt", "/tls.key" },
+		},
+		"a NATS client certificate without its key": {
+			edit: func(o *Options) { o.NATSTLSCert = "/tls.crt" },
+			want: []string{"--nats-tls-cert and --nats-tls-key go together: pass both or neither"},
+		},
+		"a NATS client key without its certificate": {
+			edit: func(o *Options) { o.NATSTLSKey = "/tls.key" },
+			want: []string{"--nats-tls-cert and --nats-tls-key go together"},
+		},
+		"TLS flags with embedded NATS": {
+			edit: func(o *Options) { o.EmbeddedNATS, o.NATSTLSCA = true, "/ca.crt" },
+			want: []string{"--embedded-nats serves plain NATS on loopback"},
+		},
 		"two stream replicas": {
 			edit: func(o *Options) { o.StreamReplicas = 2 },
 			want: []string{"--stream-replicas 2: use 1, 3 or 5"},

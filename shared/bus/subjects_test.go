@@ -7,22 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// subjectMatches reports whether a concrete subject matches a NATS subscription pattern.
-func subjectMatches(pattern, subject string) bool {
-	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, tok := range p {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(p) == len(s)
-}
-
 // TestSubjectBuilders proves each builder makes the documented subject, that it falls under
 // its pattern and its stream's subjects, and under no other command pattern.
 func TestSubjectBuilders(t *testing.T) {
@@ -46,20 +30,20 @@ func TestSubjectBuilders(t *testing.T) {
 			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
 				t.Errorf("subject (-want +got):\n%s", diff)
 			}
-			if !subjectMatches(tc.pattern, tc.got) {
+			if !MatchSubject(tc.pattern, tc.got) {
 				t.Errorf("%s does not match its pattern %s", tc.got, tc.pattern)
 			}
-			if !subjectMatches(tc.stream, tc.got) {
+			if !MatchSubject(tc.stream, tc.got) {
 				t.Errorf("%s is outside its stream's subjects %s", tc.got, tc.stream)
 			}
 			for _, p := range patterns {
-				if p != tc.pattern && subjectMatches(p, tc.got) {
+				if p != tc.pattern && MatchSubject(p, tc.got) {
 					t.Errorf("%s also matches %s", tc.got, p)
 				}
 			}
 		})
 	}
-	if subjectMatches(SubjectCommands, SubjectEngine) || subjectMatches(SubjectEvents, ApplySubject("a", "b")) {
+	if MatchSubject(SubjectCommands, SubjectEngine) || MatchSubject(SubjectEvents, ApplySubject("a", "b")) {
 		t.Errorf("the commands and events streams overlap")
 	}
 }
@@ -107,7 +91,7 @@ func assertSubjectShape(t *testing.T, subject string) {
 			}
 		}
 	}
-	if !subjectMatches(SubjectApplyPattern, subject) {
+	if !MatchSubject(SubjectApplyPattern, subject) {
 		t.Errorf("%q does not match %s", subject, SubjectApplyPattern)
 	}
 }

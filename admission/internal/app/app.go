@@ -124,9 +124,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error { return srv.Run(gctx) })
 	g.Go(func() error {
-		// The audit subject lives on the events stream; declare it like every binary does, so
-		// audit works whichever binary starts first. Denials queue meanwhile.
-		if err := dispatch.WaitStreams(gctx, base.JS, o.StreamReplicas); err != nil {
+		// The audit subject lives on the events stream, which the planner declares; wait for
+		// it. Denials queue meanwhile.
+		if err := dispatch.WaitStream(gctx, base.JS, bus.StreamEvents); err != nil {
 			return nil // ctx ended
 		}
 		return recorder.Run(gctx)

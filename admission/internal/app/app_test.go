@@ -19,6 +19,7 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
@@ -44,16 +45,22 @@ func fakeAPIServer(t *testing.T) string {
 	})
 }
 
-// TestBinaryStartsServesAndStopsCleanly runs the binary against an in-process NATS: /readyz
-// turns ready, a denial is answered over TLS and published on the audit subject with the
+// TestBinaryStartsServesAndStopsCleanly runs the binary against an in-process NATS that
+// requires TLS, under its own NATS identity: /readyz turns ready, a denial is answered over TLS
+// and published on the audit subject (on the stream the planner's identity declared) with the
 // request UID as message ID, and cancelling the context exits 0.
 func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
-	ns := natstest.Start(t)
+	ns := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
+	_, planner := ns.ConnectAs(t, bus.IdentityPlanner)
+	if _, err := dispatch.EnsureSetup(t.Context(), planner, 1); err != nil {
+		t.Fatalf("the planner's stream setup: %v", err)
+	}
 	pair := testcert.New(t)
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	health, metrics, hook := servicetest.FreeAddr(t), servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	args := []string{
-		"--nats-url=" + ns.URL, "--kubeconfig=" + fakeAPIServer(t),
+		"--nats-url=" + ns.URL, "--nats-user=" + bus.IdentityAdmission, "--nats-password-file=" + ns.PasswordFiles[bus.IdentityAdmission],
+		"--nats-tls-ca=" + ns.TLS.CA, "--kubeconfig=" + fakeAPIServer(t),
 		"--health-addr=" + health, "--metrics-addr=" + metrics, "--webhook-addr=" + hook,
 		"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile,
 		"--operator-identities=" + applier + ",system:serviceaccount:aicr-system:aicr-operator-planner",

@@ -141,7 +141,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error { return owned.Run(gctx) })
 	g.Go(func() error {
-		cons, err := dispatch.WaitConsumer(gctx, base.JS, bus.ConsumerApplier, o.StreamReplicas)
+		// The planner declares the consumer; the applier's identity may only bind to it.
+		cons, err := dispatch.WaitBound(gctx, base.JS, bus.ConsumerApplier)
 		if err != nil {
 			if gctx.Err() != nil {
 				return nil // stopped before NATS was reachable

@@ -78,14 +78,16 @@ func waitExit(t *testing.T, exit <-chan int, stderr *bytes.Buffer) {
 	}
 }
 
-// TestBinaryStartsAnswersAndStopsCleanly runs the binary against an in-process NATS and a fake
-// API server: /readyz turns ready, a command is consumed from the work queue and answered on
-// the applied subject, and cancelling the context exits 0.
+// TestBinaryStartsAnswersAndStopsCleanly runs the binary against an in-process NATS that
+// requires TLS, under its own NATS identity, and a fake API server: /readyz turns ready, a
+// command is consumed from the work queue the planner's identity declared and answered on the
+// applied subject, and cancelling the context exits 0.
 func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
-	ns := natstest.Start(t)
+	ns := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
 	var planGets atomic.Int32
 	health := servicetest.FreeAddr(t)
-	args := []string{"--nats-url=" + ns.URL, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
+	args := []string{"--nats-url=" + ns.URL, "--nats-user=" + bus.IdentityApplier, "--nats-password-file=" + ns.PasswordFiles[bus.IdentityApplier],
+		"--nats-tls-ca=" + ns.TLS.CA, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
 		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--workers=2", "--log-level=warn"}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -102,9 +104,10 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 		return nil
 	})
 
-	_, js := ns.Connect(t)
-	if err := dispatch.WaitStreams(t.Context(), js, 1); err != nil {
-		t.Fatalf("streams: %v", err)
+	// The planner's identity declares the streams and the applier's consumer; the applier binds.
+	_, js := ns.ConnectAs(t, bus.IdentityPlanner)
+	if _, err := dispatch.EnsureSetup(t.Context(), js, 1); err != nil {
+		t.Fatalf("the planner's stream setup: %v", err)
 	}
 	cmd := bus.NewApplyCommand("cluster", "uid-1", bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}, "gpu-operator",
 		v1alpha1.ActionInstall, "sha256:"+strings.Repeat("a", 64), false)
@@ -112,8 +115,9 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 		t.Fatalf("publish command: %v", err)
 	}
 	var got bus.ApplyResult
+	_, observer := ns.Connect(t)
 	servicetest.Poll(t, startTimeout, "the command's result", func() error {
-		stream, err := js.Stream(t.Context(), bus.StreamEvents)
+		stream, err := observer.Stream(t.Context(), bus.StreamEvents)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,7 @@ components:
 	})
 
 	_, js := ns.Connect(t)
-	if err := dispatch.WaitStreams(ctx, js, 1); err != nil {
+	if _, err := dispatch.EnsureSetup(ctx, js, 1); err != nil { // the planner's part
 		t.Fatal(err)
 	}
 	pub := bus.NewPublisher(js, "test")

@@ -156,10 +156,10 @@ func Run(ctx context.Context, o Options) error {
 	store := &secret.Store{Secrets: base.KubeClient.CoreV1(), Ref: ref}
 	metrics := refresher.NewMetrics(base.Registry, Name)
 	reporter := &refresher.Reporter{
-		Publisher:     bus.NewPublisher(base.JS, Name),
-		EnsureStreams: func(ctx context.Context) error { return dispatch.EnsureStreams(ctx, base.JS, o.StreamReplicas) },
-		Clock:         clk,
-		Metrics:       metrics,
+		Publisher:   bus.NewPublisher(base.JS, Name),
+		StreamReady: func(ctx context.Context) error { return dispatch.StreamExists(ctx, base.JS, bus.StreamEvents) },
+		Clock:       clk,
+		Metrics:     metrics,
 	}
 	var loop interface{ Run(context.Context) error }
 	switch o.RegistryAuth {

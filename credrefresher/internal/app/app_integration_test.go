@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/ecr/ecrtest"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
@@ -154,6 +155,9 @@ func TestBinaryWritesTheSecretBecomesReadyAndStopsCleanly(t *testing.T) {
 	})
 	ns := natstest.Start(t)
 	_, js := ns.Connect(t)
+	if _, err := dispatch.EnsureSetup(t.Context(), js, 1); err != nil { // the planner's part
+		t.Fatal(err)
+	}
 
 	b := start(t, env, "--nats-url", ns.URL, "--registry-auth", "aws", "--registry-repository", "127.0.0.1:5000/aicr",
 		"--aws-region", "us-west-2", "--ecr-endpoint", srv.URL, "--insecure-oci-force-http",
@@ -230,6 +234,9 @@ func TestBinaryStaticReportsASecretMissingItsLabel(t *testing.T) {
 	}
 	ns := natstest.Start(t)
 	_, js := ns.Connect(t)
+	if _, err := dispatch.EnsureSetup(t.Context(), js, 1); err != nil { // the planner's part
+		t.Fatal(err)
+	}
 	b := start(t, env, "--nats-url", ns.URL, "--registry-auth", "static", "--registry-repository", "registry.example.com/aicr",
 		"--engine-namespace", "it-static-argocd", "--namespace", "it-static-system")
 

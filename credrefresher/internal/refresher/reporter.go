@@ -22,9 +22,9 @@ type Publisher interface {
 type Reporter struct {
 	// Publisher sends the message.
 	Publisher Publisher
-	// EnsureStreams declares the events stream before the first publication (dispatch.EnsureStreams);
-	// optional.
-	EnsureStreams func(ctx context.Context) error
+	// StreamReady checks, before the first publication, that the events stream exists (the
+	// planner declares it: dispatch.StreamExists); optional.
+	StreamReady func(ctx context.Context) error
 	// Clock times the retries.
 	Clock clock.Clock
 	// Metrics counts publication failures; optional.
@@ -72,7 +72,7 @@ func (r *Reporter) Report(id string, st bus.CredentialsStatus) {
 func (r *Reporter) Run(ctx context.Context) error {
 	r.init()
 	log := logging.From(ctx)
-	ensured := r.EnsureStreams == nil
+	ensured := r.StreamReady == nil
 	failures := 0
 	for {
 		r.mu.Lock()
@@ -90,7 +90,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 			pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 			defer cancel()
 			if !ensured {
-				if err := r.EnsureStreams(pctx); err != nil {
+				if err := r.StreamReady(pctx); err != nil {
 					return err
 				}
 				ensured = true

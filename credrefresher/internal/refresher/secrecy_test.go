@@ -42,9 +42,9 @@ func TestTheTokenNeverLeaves(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	reporter := &refresher.Reporter{
-		Publisher:     bus.NewPublisher(js, "credrefresher"),
-		EnsureStreams: func(ctx context.Context) error { return dispatch.EnsureStreams(ctx, js, 1) },
-		Clock:         f.clk, Metrics: metrics,
+		Publisher:   bus.NewPublisher(js, "credrefresher"),
+		StreamReady: func(ctx context.Context) error { return dispatch.EnsureStreams(ctx, js, 1) },
+		Clock:       f.clk, Metrics: metrics,
 	}
 	f.loop.Reporter = reporter
 

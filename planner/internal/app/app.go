@@ -109,7 +109,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error {
 		return base.RunLeader(gctx, func(lctx context.Context) error {
-			cons, err := dispatch.WaitConsumer(lctx, base.JS, bus.ConsumerPlanner, o.StreamReplicas)
+			// The planner owns stream setup: the streams and every durable consumer, which the
+			// other binaries only bind to (their NATS identities may not declare them).
+			consumers, err := dispatch.WaitSetup(lctx, base.JS, o.StreamReplicas)
 			if err != nil {
 				if lctx.Err() != nil {
 					return nil // stopped (or lost the lease) while waiting for JetStream
@@ -123,7 +125,7 @@ func Run(ctx context.Context, o Options) error {
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
 			lg.Go(func() error {
-				d := &dispatch.Dispatcher{Consumer: cons, Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: dispatch.NewMetrics(base.Registry, Name)}
+				d := &dispatch.Dispatcher{Consumer: consumers[bus.ConsumerPlanner], Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: dispatch.NewMetrics(base.Registry, Name)}
 				return d.Run(lgctx)
 			})
 			return lg.Wait()

@@ -119,7 +119,7 @@ func Run(ctx context.Context, o Options) error {
 // lead is the work of the leader: watch Argo CD's presence, and Applications once the CRDs
 // exist.
 func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Client) error {
-	if err := dispatch.WaitStreams(ctx, base.JS, o.StreamReplicas); err != nil {
+	if err := dispatch.WaitStream(ctx, base.JS, bus.StreamEvents); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

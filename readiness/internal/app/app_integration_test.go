@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
@@ -200,6 +201,10 @@ func TestReadiness(t *testing.T) {
 	})
 
 	ns := natstest.Start(t)
+	_, setup := ns.Connect(t)
+	if _, err := dispatch.EnsureSetup(ctx, setup, 1); err != nil { // the planner's part
+		t.Fatal(err)
+	}
 	ev := subscribe(t, ns)
 	r := start(t, env, ns.URL)
 
