@@ -10,8 +10,8 @@ BIN_DIR ?= $(CURDIR)/bin
 GO_TEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 25m
 # Tools the integration tier needs (real etcd + kube-apiserver); the e2e tier adds Argo CD.
-INTEGRATION_TOOLS := etcd kube kwok helm controller-gen
-E2E_TOOLS := etcd kube kwok helm registry argocd redis controller-gen
+INTEGRATION_TOOLS := etcd kube kwok helm controller-gen nats-server
+E2E_TOOLS := etcd kube kwok helm registry argocd redis controller-gen nats-server
 tools_bin = $(shell hack/tools.sh bindir $(1))
 pkgs = $(foreach m,$(1),./$(m)/...)
 
@@ -80,12 +80,13 @@ fuzz: ## Run each fuzz target (FUZZTIME=60s by default)
 	@hack/fuzz.sh $${FUZZTIME:-60s}
 
 .PHONY: generate
-generate: ## Regenerate deep-copy code and CRD YAML from shared/api, deep-copy code of shared/argoapp
+generate: ## Regenerate deep-copy code and CRD YAML from shared/api, deep-copy code of shared/argoapp, the NATS permissions of the chart and docs/security.md
 	@cg=$$(hack/tools.sh bindir controller-gen)/controller-gen; \
 	cd shared && $$cg object:headerFile=/dev/null paths=./api/... && \
 	$$cg object:headerFile=/dev/null paths=./argoapp/... && \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=api/crds
 	cp shared/api/crds/*.yaml deploy/charts/aicr-operator/files/crds/
+	go run ./shared/bus/cmd/gen-permissions -json deploy/charts/aicr-operator/files/nats-permissions.json -doc docs/security.md
 
 .PHONY: verify
 verify: ## Fail when generated files are stale, modules untidy, walls crossed, paths or import names off

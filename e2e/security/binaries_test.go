@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -37,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -159,6 +161,26 @@ func servingCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	return certFile, keyFile, pool
 }
 
+// observe connects as the test's observer, which may read every stream.
+func observe(t *testing.T, n *charttest.NATS) jetstream.JetStream {
+	t.Helper()
+	var nc *nats.Conn
+	err := testenv.WaitFor(t.Context(), connectTimeout, "connect as the observer", func(context.Context) (bool, error) {
+		var err error
+		nc, err = nats.Connect(n.URL, append(n.ObserverOptions(t), nats.Timeout(connectTimeout))...)
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // noViolations fails when a binary's output reports a NATS permissions violation: a binary that
 // works under its identity never tries a subject it may not use.
 func noViolations(t *testing.T, name string, out *lockedBuffer) {
@@ -168,16 +190,17 @@ func noViolations(t *testing.T, name string, out *lockedBuffer) {
 	}
 }
 
-// TestBinariesRunUnderTheirChartIdentities runs the five real binaries with --nats-user and
-// --nats-password-file against a nats-server with the chart's authorization: each declares the
-// streams and turns ready; the applier consumes an apply command (published by the planner's
+// TestBinariesRunUnderTheirChartIdentities runs the five real binaries with --nats-user,
+// --nats-password-file and --nats-tls-ca against the chart's NATS configuration (TLS required,
+// the table's permissions): the planner declares the streams and both durable consumers, the
+// others bind and turn ready; the applier consumes an apply command (published by the planner's
 // identity), writes the Application and publishes its result; the webhook denies a review and
-// publishes the audit record; readiness and credrefresher publish their reports; the planner
-// declares its durable consumer. None hits a permissions violation.
+// publishes the audit record; readiness and credrefresher publish their reports. None hits a
+// permissions violation: each calls only what its identity may.
 func TestBinariesRunUnderTheirChartIdentities(t *testing.T) {
 	env := testenv.Current(t)
 	ctx := t.Context()
-	c := startChartNATS(t)
+	n := charttest.StartNATS(t, charttest.NATSOptions{LoopbackTLS: true, Observer: true})
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	for _, ns := range []string{"aicr-system", "argocd"} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -206,8 +229,8 @@ components:
 	}
 
 	nats := func(user string) []string {
-		return []string{"--nats-url=" + c.URL, "--nats-user=" + user, "--nats-password-file=" + c.passwordFiles[user],
-			"--kubeconfig=" + env.Kubeconfig, "--namespace=aicr-system"}
+		return []string{"--nats-url=" + n.URL, "--nats-user=" + user, "--nats-password-file=" + n.PasswordFiles[user],
+			"--nats-tls-ca=" + n.CAFile, "--kubeconfig=" + env.Kubeconfig, "--namespace=aicr-system"}
 	}
 	certFile, keyFile, pool := servingCert(t)
 	hook := servicetest.FreeAddr(t)
@@ -224,10 +247,16 @@ components:
 			"--registry-repository=registry.example.com/aicr", "--engine-namespace=argocd", "--repo-creds-secret=aicr-registry")...),
 	}
 
-	planner := connectAs(t, c, "planner")
-	events, err := planner.js.Stream(ctx, bus.StreamEvents)
+	planner := connectAs(t, n, bus.IdentityPlanner)
+	observer := observe(t, n)
+	var events jetstream.Stream
+	err = testenv.WaitFor(ctx, readyTimeout, "the planner to declare the events stream", func(ctx context.Context) (bool, error) {
+		var err error
+		events, err = observer.Stream(ctx, bus.StreamEvents)
+		return err == nil, nil
+	})
 	if err != nil {
-		t.Fatalf("the binaries declared no events stream: %v", err)
+		t.Fatalf("%v; planner output:\n%s", err, others["planner"])
 	}
 
 	t.Run("the applier consumes a command and publishes its result", func(t *testing.T) {
@@ -269,8 +298,11 @@ components:
 				t.Errorf("%v; %s output:\n%s", err, who, others[who])
 			}
 		}
-		if _, err := planner.js.Consumer(ctx, bus.StreamEvents, bus.ConsumerPlanner); err != nil {
-			t.Errorf("the planner declared no durable consumer %s under its identity: %v", bus.ConsumerPlanner, err)
+		for _, c := range bus.Consumers() {
+			stream, _, _ := bus.ConsumerConfig(c)
+			if _, err := observer.Consumer(ctx, stream, c); err != nil {
+				t.Errorf("the planner declared no durable consumer %s under its identity: %v", c, err)
+			}
 		}
 		for name, out := range others {
 			noViolations(t, name, out)

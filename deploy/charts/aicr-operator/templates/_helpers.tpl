@@ -75,9 +75,20 @@ app.kubernetes.io/component: {{ .component }}
 
 {{- define "aicr.natsName" -}}{{ include "aicr.fullname" . }}-nats{{- end -}}
 
+{{- define "aicr.natsTLSSecret" -}}{{ include "aicr.natsName" . }}-tls{{- end -}}
+
+{{/* The Secret whose ca.crt the binaries trust for NATS (--nats-tls-ca); empty: none. */}}
+{{- define "aicr.natsCASecret" -}}
+{{- if .Values.nats.enabled -}}
+{{- if .Values.nats.tls.enabled }}{{ include "aicr.natsTLSSecret" . }}{{ end -}}
+{{- else -}}
+{{- .Values.nats.tls.caSecret -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "aicr.natsURL" -}}
 {{- if .Values.nats.enabled -}}
-{{- printf "nats://%s.%s.svc:4222" (include "aicr.natsName" .) .Release.Namespace -}}
+{{- printf "%s://%s.%s.svc:4222" (ternary "tls" "nats" .Values.nats.tls.enabled) (include "aicr.natsName" .) .Release.Namespace -}}
 {{- else -}}
 {{- required "nats.url is required when nats.enabled is false" .Values.nats.url -}}
 {{- end -}}
