@@ -69,7 +69,9 @@ func RepoRoot(t testing.TB) string {
 }
 
 // ChartDir is the operator chart's folder.
-func ChartDir(t testing.TB) string { return filepath.Join(RepoRoot(t), "deploy", "charts", "aicr-operator") }
+func ChartDir(t testing.TB) string {
+	return filepath.Join(RepoRoot(t), "deploy", "charts", "aicr-operator")
+}
 
 // Tool finds a command: in $AICR_TOOLS_BIN, in hack/tools.sh's cache (when built), or on the
 // PATH. It skips the test when the tool is missing, or fails it with AICR_REQUIRE_TOOLS=1.
