@@ -86,7 +86,8 @@ generate: ## Regenerate deep-copy code and CRD YAML from shared/api, deep-copy c
 	$$cg object:headerFile=/dev/null paths=./argoapp/... && \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=api/crds
 	cp shared/api/crds/*.yaml deploy/charts/aicr-operator/files/crds/
-	go run ./shared/bus/cmd/gen-permissions -json deploy/charts/aicr-operator/files/nats-permissions.json -doc docs/security.md
+	go run ./shared/bus/cmd/gen-permissions -json deploy/charts/aicr-operator/files/nats-permissions.json \
+	  -compose deploy/compose/nats.conf -doc docs/security.md
 
 .PHONY: verify
 verify: ## Fail when generated files are stale, modules untidy, walls crossed, paths or import names off

@@ -9,11 +9,11 @@ fail=0
 snapshot() { git status --porcelain --untracked-files=all -- "$@" ; git diff -- "$@"; }
 
 echo "verify: generated code, CRDs and NATS permissions"
-before=$(snapshot shared/api shared/argoapp deploy/charts docs/security.md 2>/dev/null || true)
+before=$(snapshot shared/api shared/argoapp deploy/charts deploy/compose docs/security.md 2>/dev/null || true)
 make -s generate >/dev/null
-after=$(snapshot shared/api shared/argoapp deploy/charts docs/security.md 2>/dev/null || true)
+after=$(snapshot shared/api shared/argoapp deploy/charts deploy/compose docs/security.md 2>/dev/null || true)
 if [ "$before" != "$after" ]; then
-  echo "  stale generated files; run 'make generate' and commit:"; git status --short shared/api shared/argoapp deploy/charts docs/security.md; fail=1
+  echo "  stale generated files; run 'make generate' and commit:"; git status --short shared/api shared/argoapp deploy/charts deploy/compose docs/security.md; fail=1
 fi
 
 echo "verify: go.mod/go.sum tidy and go work sync"

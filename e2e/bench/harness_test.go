@@ -131,7 +131,8 @@ func newHarness(ctx context.Context, env *testenv.Env, binDir string) (*harness,
 	if h.js, err = jetstream.New(h.nc); err != nil {
 		return nil, err
 	}
-	if err := dispatch.EnsureStreams(ctx, h.js, 1); err != nil {
+	// The planner's stream setup, done up front: a benchmark may run the applier without it.
+	if _, err := dispatch.EnsureSetup(ctx, h.js, 1); err != nil {
 		return nil, err
 	}
 	return h, h.prepareCluster(ctx)

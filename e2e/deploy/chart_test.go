@@ -6,9 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,13 +21,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -41,9 +39,9 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	releaseNamespace = "aicr-system"
+	releaseNamespace = charttest.Namespace
 	engineNamespace  = "argocd"
-	kubeVersion      = "1.34.0"
+	kubeVersion      = charttest.KubeVersion
 	applyTimeout     = 2 * time.Minute
 )
 
@@ -51,65 +49,9 @@ const (
 // uses for it (v1alpha1's identities).
 var binaries = v1alpha1.Binaries()
 
-func chartDir(t testing.TB) string {
-	return filepath.Join(repoRoot(t), "deploy", "charts", "aicr-operator")
-}
-
-// render runs helm template with --set pairs and returns the objects, or helm's error.
-func render(t testing.TB, release, namespace string, set ...string) ([]*unstructured.Unstructured, error) {
-	t.Helper()
-	helm := tool(t, "helm", "hack/tools.sh ensure helm")
-	args := []string{"template", release, chartDir(t), "--namespace", namespace, "--kube-version", kubeVersion}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	out, err := run(t, "", []string{"HELM_CACHE_HOME=" + t.TempDir(), "HELM_CONFIG_HOME=" + t.TempDir(), "HELM_DATA_HOME=" + t.TempDir()}, helm, args...)
-	if err != nil {
-		return nil, err
-	}
-	return decode(t, out), nil
-}
-
-func mustRender(t testing.TB, set ...string) []*unstructured.Unstructured {
-	t.Helper()
-	objs, err := render(t, v1alpha1.ReleaseName, releaseNamespace, append([]string{"registry.repository=registry.example.com/aicr"}, set...)...)
-	if err != nil {
-		t.Fatalf("helm template: %v", err)
-	}
-	return objs
-}
-
-func decode(t testing.TB, manifest string) []*unstructured.Unstructured {
-	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			t.Fatalf("decode rendered manifest: %v", err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
-	}
-}
-
-func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name {
-			return o
-		}
-	}
-	return nil
-}
-
 func containerArgs(t testing.TB, objs []*unstructured.Unstructured, binary string) []string {
 	t.Helper()
-	d := find(objs, "Deployment", v1alpha1.ServiceAccountName(binary))
+	d := charttest.Find(objs, "Deployment", v1alpha1.ServiceAccountName(binary))
 	if d == nil {
 		t.Fatalf("no Deployment %s", v1alpha1.ServiceAccountName(binary))
 	}
@@ -129,17 +71,17 @@ func rules(t testing.TB, o *unstructured.Unstructured) []map[string]any {
 }
 
 func TestChartLint(t *testing.T) {
-	helm := tool(t, "helm", "hack/tools.sh ensure helm")
+	helm := charttest.Tool(t, "helm")
 	for name, set := range map[string][]string{
 		"defaults with a repository":        {"registry.repository=registry.example.com/aicr"},
 		"aws, clustered NATS, cert-manager": {"registry.repository=123456789012.dkr.ecr.us-east-1.amazonaws.com/aicr", "registry.auth.mode=aws", "nats.replicas=3", "certManager.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			args := []string{"lint", chartDir(t), "--strict", "--kube-version", kubeVersion}
+			args := []string{"lint", charttest.ChartDir(t), "--strict", "--kube-version", kubeVersion}
 			for _, s := range set {
 				args = append(args, "--set", s)
 			}
-			if out, err := run(t, "", nil, helm, args...); err != nil {
+			if out, err := charttest.Run(t, "", nil, helm, args...); err != nil {
 				t.Fatalf("helm lint: %v\n%s", err, out)
 			}
 		})
@@ -149,11 +91,11 @@ func TestChartLint(t *testing.T) {
 // What the chart renders for each way of configuring it.
 func TestChartTemplates(t *testing.T) {
 	t.Run("static credentials by default: no Secret, credrefresher only reads it", func(t *testing.T) {
-		objs := mustRender(t)
-		if s := find(objs, "Secret", "aicr-registry"); s != nil {
+		objs := charttest.MustRender(t)
+		if s := charttest.Find(objs, "Secret", "aicr-registry"); s != nil {
 			t.Errorf("static mode rendered the repo-creds Secret; the admin owns it")
 		}
-		role := find(objs, "Role", "aicr-operator-credrefresher")
+		role := charttest.Find(objs, "Role", "aicr-operator-credrefresher")
 		if got := rules(t, role)[0]["verbs"]; !equalJSON(got, []any{"get"}) {
 			t.Errorf("credrefresher verbs on the Secret = %v, want [get]", got)
 		}
@@ -162,8 +104,8 @@ func TestChartTemplates(t *testing.T) {
 		}
 	})
 	t.Run("registry.auth as a plain string aws: the chart creates the Secret, kept on uninstall", func(t *testing.T) {
-		objs := mustRender(t, "registry.auth=aws")
-		s := find(objs, "Secret", "aicr-registry")
+		objs := charttest.MustRender(t, "registry.auth=aws")
+		s := charttest.Find(objs, "Secret", "aicr-registry")
 		if s == nil {
 			t.Fatal("aws mode did not render the repo-creds Secret")
 		}
@@ -174,14 +116,14 @@ func TestChartTemplates(t *testing.T) {
 		if diff := cmpDiff(map[string]string{"type": "oci", "url": "oci://registry.example.com/aicr", "username": "AWS"}, data); diff != "" {
 			t.Errorf("repo-creds Secret data (-want +got), never a password:\n%s", diff)
 		}
-		role := find(objs, "Role", "aicr-operator-credrefresher")
+		role := charttest.Find(objs, "Role", "aicr-operator-credrefresher")
 		if got := rules(t, role)[0]["verbs"]; !equalJSON(got, []any{"get", "update"}) {
 			t.Errorf("credrefresher verbs on the Secret = %v, want [get update]", got)
 		}
 	})
 	t.Run("registry.auth as a mapping: secret name and region", func(t *testing.T) {
-		objs := mustRender(t, "registry.auth.mode=aws", "registry.auth.repoCredsSecret=ecr-creds", "registry.auth.aws.region=eu-west-1")
-		if find(objs, "Secret", "ecr-creds") == nil {
+		objs := charttest.MustRender(t, "registry.auth.mode=aws", "registry.auth.repoCredsSecret=ecr-creds", "registry.auth.aws.region=eu-west-1")
+		if charttest.Find(objs, "Secret", "ecr-creds") == nil {
 			t.Error("no Secret ecr-creds")
 		}
 		args := containerArgs(t, objs, "credrefresher")
@@ -192,8 +134,8 @@ func TestChartTemplates(t *testing.T) {
 		}
 	})
 	t.Run("AppProject: sources under the repository only, component namespaces only, kept", func(t *testing.T) {
-		objs := mustRender(t, "registry.repository=oci://reg.example.com/x/", "componentNamespaces={a,b}")
-		p := find(objs, "AppProject", "aicr")
+		objs := charttest.MustRender(t, "registry.repository=oci://reg.example.com/x/", "componentNamespaces={a,b}")
+		p := charttest.Find(objs, "AppProject", "aicr")
 		if p == nil {
 			t.Fatal("no AppProject aicr")
 		}
@@ -213,19 +155,19 @@ func TestChartTemplates(t *testing.T) {
 			t.Error("AppProject is not kept on uninstall")
 		}
 		for _, ns := range []string{"a", "b"} {
-			n := find(objs, "Namespace", ns)
+			n := charttest.Find(objs, "Namespace", ns)
 			if n == nil || n.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
 				t.Errorf("component namespace %s missing or not kept: %v", ns, n)
 			}
 		}
 	})
 	t.Run("clustered NATS: routes to every server, streams replicated 3 ways", func(t *testing.T) {
-		objs := mustRender(t, "nats.replicas=3")
-		sts := find(objs, "StatefulSet", "aicr-operator-nats")
+		objs := charttest.MustRender(t, "nats.replicas=3")
+		sts := charttest.Find(objs, "StatefulSet", "aicr-operator-nats")
 		if n, _, _ := unstructured.NestedFieldNoCopy(sts.Object, "spec", "replicas"); fmt.Sprint(n) != "3" {
 			t.Errorf("NATS replicas = %v, want 3", n)
 		}
-		conf := natsConf(t, objs)
+		conf := charttest.NATSConf(t, objs)
 		if got := strings.Count(conf, "nats-route://"); got != 3 {
 			t.Errorf("nats.conf has %d routes, want 3:\n%s", got, conf)
 		}
@@ -236,23 +178,23 @@ func TestChartTemplates(t *testing.T) {
 		}
 	})
 	t.Run("cert-manager issues the webhook certificate and injects the CA", func(t *testing.T) {
-		objs := mustRender(t, "certManager.enabled=true")
-		if find(objs, "Certificate", "aicr-operator-admission") == nil || find(objs, "Issuer", "aicr-operator-selfsigned") == nil {
+		objs := charttest.MustRender(t, "certManager.enabled=true")
+		if charttest.Find(objs, "Certificate", "aicr-operator-admission") == nil || charttest.Find(objs, "Issuer", "aicr-operator-selfsigned") == nil {
 			t.Error("no Certificate and Issuer")
 		}
-		if find(objs, "Secret", "aicr-operator-admission-tls") != nil {
+		if charttest.Find(objs, "Secret", "aicr-operator-admission-tls") != nil {
 			t.Error("the chart generated a certificate although cert-manager issues it")
 		}
-		vwc := find(objs, "ValidatingWebhookConfiguration", "aicr-operator")
+		vwc := charttest.Find(objs, "ValidatingWebhookConfiguration", "aicr-operator")
 		if vwc.GetAnnotations()["cert-manager.io/inject-ca-from"] != releaseNamespace+"/aicr-operator-admission" {
 			t.Errorf("webhook annotations = %v", vwc.GetAnnotations())
 		}
 	})
 	t.Run("each binary runs as its ServiceAccount, with its NATS user and the operator's identities", func(t *testing.T) {
-		objs := mustRender(t)
+		objs := charttest.MustRender(t)
 		identities := "--operator-identities=" + strings.Join(v1alpha1.OperatorIdentities(releaseNamespace), ",")
 		for _, b := range binaries {
-			d := find(objs, "Deployment", v1alpha1.ServiceAccountName(b))
+			d := charttest.Find(objs, "Deployment", v1alpha1.ServiceAccountName(b))
 			if d == nil {
 				t.Errorf("no Deployment %s", v1alpha1.ServiceAccountName(b))
 				continue
@@ -270,8 +212,8 @@ func TestChartTemplates(t *testing.T) {
 		}
 	})
 	t.Run("the operator's own writes fail closed", func(t *testing.T) {
-		objs := mustRender(t, "admission.failurePolicy=Ignore")
-		vwc := find(objs, "ValidatingWebhookConfiguration", "aicr-operator")
+		objs := charttest.MustRender(t, "admission.failurePolicy=Ignore")
+		vwc := charttest.Find(objs, "ValidatingWebhookConfiguration", "aicr-operator")
 		hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
 		for _, h := range hooks {
 			h := h.(map[string]any)
@@ -284,7 +226,7 @@ func TestChartTemplates(t *testing.T) {
 		}
 	})
 	t.Run("every container runs non-root, read-only, without privileges", func(t *testing.T) {
-		objs := mustRender(t)
+		objs := charttest.MustRender(t)
 		want := map[string]any{
 			"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "runAsNonRoot": true,
 			"capabilities": map[string]any{"drop": []any{"ALL"}}, "seccompProfile": map[string]any{"type": "RuntimeDefault"},
@@ -303,7 +245,7 @@ func TestChartTemplates(t *testing.T) {
 		}
 	})
 	t.Run("engine.manageCustomizations is accepted and ignored", func(t *testing.T) {
-		a, b := mustRender(t, "engine.manageCustomizations=true"), mustRender(t)
+		a, b := charttest.MustRender(t, "engine.manageCustomizations=true"), charttest.MustRender(t)
 		if len(a) != len(b) {
 			t.Errorf("manageCustomizations changed what is rendered: %d objects, want %d", len(a), len(b))
 		}
@@ -319,7 +261,7 @@ func TestChartTemplates(t *testing.T) {
 		"a misspelt value is refused":                            {[]string{"registry.repository=r.example.com/a", "engine.namspace=x"}, "namspace"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := render(t, "aicr-operator", releaseNamespace, tc.set...)
+			_, err := charttest.Render(t, "aicr-operator", releaseNamespace, tc.set...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("helm template error = %v, want one mentioning %q", err, tc.want)
 			}
@@ -330,8 +272,8 @@ func TestChartTemplates(t *testing.T) {
 // Every flag the chart passes is one the binary defines (in its internal/app or the common
 // options of servicekit/service), so no Deployment dies on an unknown flag.
 func TestChartFlagsAreTheBinariesFlags(t *testing.T) {
-	root := repoRoot(t)
-	objs := mustRender(t, "registry.auth.mode=aws", "registry.auth.aws.region=us-east-1")
+	root := charttest.RepoRoot(t)
+	objs := charttest.MustRender(t, "registry.auth.mode=aws", "registry.auth.aws.region=us-east-1")
 	common, err := os.ReadFile(filepath.Join(root, "servicekit", "service", "options.go"))
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +325,7 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 			if slices.Contains(set, "bundleNamespaces={bundles}") {
 				ensureNamespaces(ctx, t, kc, "bundles")
 			}
-			for _, o := range mustRender(t, set...) {
+			for _, o := range charttest.MustRender(t, set...) {
 				apply(ctx, t, dyn, mapper, o, true)
 			}
 		})
@@ -410,8 +352,8 @@ func TestChartRBAC(t *testing.T) {
 			}
 		}
 	}
-	applyRBAC(mustRender(t, "registry.auth=aws"))
-	staticObjs, err := render(t, "static-aicr-operator", staticNamespace, "registry.repository=registry.example.com/aicr", "engine.project=aicr-static")
+	applyRBAC(charttest.MustRender(t, "registry.auth=aws"))
+	staticObjs, err := charttest.Render(t, "static-aicr-operator", staticNamespace, "registry.repository=registry.example.com/aicr", "engine.project=aicr-static")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,15 +605,4 @@ func equalJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
-}
-
-// natsConf is the NATS server configuration the chart renders.
-func natsConf(t testing.TB, objs []*unstructured.Unstructured) string {
-	t.Helper()
-	s := find(objs, "Secret", "aicr-operator-nats-config")
-	if s == nil {
-		t.Fatal("no Secret aicr-operator-nats-config")
-	}
-	conf, _, _ := unstructured.NestedString(s.Object, "stringData", "nats.conf")
-	return conf
 }

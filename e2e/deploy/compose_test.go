@@ -7,15 +7,16 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // docker-compose accepts the compose file, and every binary gets the flags the chart passes.
 func TestComposeConfig(t *testing.T) {
-	dc := tool(t, "docker-compose", "apt-get install -y docker-compose")
-	root := repoRoot(t)
+	dc := charttest.Tool(t, "docker-compose")
+	root := charttest.RepoRoot(t)
 	file := filepath.Join(root, "deploy", "compose", "docker-compose.yaml")
-	out, err := run(t, root, []string{"AICR_REGISTRY_REPOSITORY=registry.example.com/aicr"}, dc, "-f", file, "config")
+	out, err := charttest.Run(t, root, []string{"AICR_REGISTRY_REPOSITORY=registry.example.com/aicr"}, dc, "-f", file, "config")
 	if err != nil {
 		t.Fatalf("docker-compose config: %v", err)
 	}
@@ -34,7 +35,7 @@ func TestComposeConfig(t *testing.T) {
 			continue
 		}
 		args := strings.Join(svc.Command, " ")
-		for _, want := range []string{"--nats-url=nats://nats:4222", "--nats-user=" + b, "--nats-password-file=/secrets/" + b, "--kubeconfig=", "--namespace=aicr-system"} {
+		for _, want := range []string{"--nats-url=tls://nats:4222", "--nats-tls-ca=/secrets/nats-ca.crt", "--nats-user=" + b, "--nats-password-file=/secrets/" + b, "--kubeconfig=", "--namespace=aicr-system"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("service %s: command %q lacks %s", b, args, want)
 			}
@@ -42,7 +43,7 @@ func TestComposeConfig(t *testing.T) {
 	}
 
 	// Without the registry repository the file refuses to start, naming the variable.
-	if _, err := run(t, root, []string{"AICR_REGISTRY_REPOSITORY="}, dc, "-f", file, "config"); err == nil || !strings.Contains(err.Error(), "AICR_REGISTRY_REPOSITORY") {
+	if _, err := charttest.Run(t, root, []string{"AICR_REGISTRY_REPOSITORY="}, dc, "-f", file, "config"); err == nil || !strings.Contains(err.Error(), "AICR_REGISTRY_REPOSITORY") {
 		t.Errorf("docker-compose config without AICR_REGISTRY_REPOSITORY: got %v, want an error naming it", err)
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
 )
 
 // The chart's CRDs are the generated ones: make generate copies shared/api/crds into the chart.
 func TestChartCRDsAreTheGeneratedOnes(t *testing.T) {
-	root := repoRoot(t)
+	root := charttest.RepoRoot(t)
 	src, err := filepath.Glob(filepath.Join(root, "shared", "api", "crds", "*.yaml"))
 	if err != nil || len(src) == 0 {
 		t.Fatalf("no CRDs in shared/api/crds (err %v)", err)

@@ -14,8 +14,13 @@ import (
 // are reported within the test's patience.
 const checkInterval = "5s"
 
+// TestMain runs every binary at --log-level=debug (the last flag wins), so the scan covers the
+// most a log ever says.
 func TestMain(m *testing.M) {
-	os.Exit(stacktest.Main(m, stack.Options{ExtraFlags: map[string][]string{
-		"credrefresher": {"--check-interval=" + checkInterval},
-	}}))
+	flags := map[string][]string{}
+	for _, b := range stack.Binaries {
+		flags[b] = []string{"--log-level=debug"}
+	}
+	flags["credrefresher"] = append(flags["credrefresher"], "--check-interval="+checkInterval)
+	os.Exit(stacktest.Main(m, stack.Options{ExtraFlags: flags}))
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,9 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
+
+// tapReadTimeout bounds reading a message the tap already holds.
+const tapReadTimeout = 10 * time.Second
 
 // plantedPrefix marks the planted secret, so a leak is unmistakable in any output.
 const plantedPrefix = "AICR-PLANTED-SECRET-"
@@ -72,14 +76,17 @@ func (s *scanner) scanJSON(kind, where string, obj any) error {
 // TestNoSecretInAnyOutput plants a registry password into everything that holds registry
 // credentials (the registry itself, the repo-creds Secret and the per-chart repository
 // Secrets), rolls the example bundle out with it, breaks the repo-creds Secret so credrefresher
-// reports it (the error path) and repairs it. Then no log line of any binary, no Event in any
-// namespace, no ClusterRuntime or RuntimeRollout, no operator Application or plan, and no
-// NATS message holds the password, in clear or base64.
+// reports it (the error path) and repairs it, every binary logging at debug level. Then no log
+// line of any binary, no Event in any namespace, no ClusterRuntime or RuntimeRollout, no
+// operator Application or plan, and no NATS message holds the password, in clear or base64:
+// neither a message still in a stream nor any message as it was published (a command leaves
+// the work queue once acknowledged, so it is watched live).
 func TestNoSecretInAnyOutput(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
 	secret := plantedPrefix + stack.RandomPassword()[:24]
 	user := s.Env.Registry.Auth.Username
+	live := tapNATS(t, s)
 
 	// Every holder of the registry's credentials gets the planted password.
 	if err := s.RotateRegistryPassword(ctx, secret); err != nil {
@@ -150,11 +157,15 @@ func TestNoSecretInAnyOutput(t *testing.T) {
 	scanEvents(t, s, sc)
 	scanOperatorObjects(t, s, sc)
 	scanNATS(t, s, sc)
+	commands := live.scan(t, sc)
 	t.Logf("scanned %v", sc.scanned)
+	if commands == 0 {
+		t.Errorf("the live scan saw no command: it did not watch the messages before they were acknowledged")
+	}
 	for _, f := range sc.findings {
 		t.Errorf("the planted secret (%s) is in %s", f.form, f.where)
 	}
-	if sc.scanned["log"] < len(stack.Binaries) || sc.scanned["nats message"] == 0 || sc.scanned["event"] == 0 {
+	if sc.scanned["log"] < len(stack.Binaries) || sc.scanned["nats message"] == 0 || sc.scanned["live nats message"] == 0 || sc.scanned["event"] == 0 {
 		t.Errorf("scanned %v; want every binary's log, Events and NATS messages", sc.scanned)
 	}
 }
@@ -241,13 +252,63 @@ func scanOperatorObjects(t *testing.T, s *stack.Stack, sc *scanner) {
 	}
 }
 
+// tap is a subscription to every bus subject, started before the rollout: core NATS delivers
+// each published message to it, before any consumer acknowledges it.
+type tap struct{ sub *nats.Subscription }
+
+// tapNATS subscribes to every bus subject as the stack's observer.
+func tapNATS(t *testing.T, s *stack.Stack) *tap {
+	t.Helper()
+	nc, err := s.ConnectNATS(t.Context(), "secrets-tap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync(bus.Prefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return &tap{sub: sub}
+}
+
+// scan scans every message the tap received and returns how many were commands.
+func (tp *tap) scan(t *testing.T, sc *scanner) int {
+	t.Helper()
+	defer func() { _ = tp.sub.Unsubscribe() }()
+	commands := 0
+	for {
+		n, _, err := tp.sub.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return commands
+		}
+		msg, err := tp.sub.NextMsg(tapReadTimeout) // one is pending: this returns at once
+		if err != nil {
+			t.Fatalf("read a tapped message: %v", err)
+		}
+		if bus.MatchSubject(bus.SubjectCommands, msg.Subject) {
+			commands++
+		}
+		hdr, _ := json.Marshal(msg.Header)
+		sc.scan("live nats message", msg.Subject, append(hdr, msg.Data...))
+	}
+}
+
 // scanNATS scans every message still in the commands and events streams.
 func scanNATS(t *testing.T, s *stack.Stack, sc *scanner) {
 	t.Helper()
 	ctx := t.Context()
-	nc, err := nats.Connect(s.NATSURL, nats.Name("secrets-scan"))
+	nc, err := s.ConnectNATS(ctx, "secrets-scan")
 	if err != nil {
-		t.Fatalf("connect to NATS: %v", err)
+		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

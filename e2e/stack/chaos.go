@@ -147,6 +147,10 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
+	whitelist, err := ClusterResourceWhitelist()
+	if err != nil {
+		return err
+	}
 	dests := []any{}
 	for _, ns := range namespaces {
 		dests = append(dests, map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns})
@@ -157,7 +161,7 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 		"spec": map[string]any{
 			"sourceRepos":              []any{"oci://" + s.Repository + "/charts/*", "oci://" + s.Repository + "/wrappers/*"},
 			"destinations":             dests,
-			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+			"clusterResourceWhitelist": whitelist,
 		},
 	}}
 	if _, err := s.Dynamic.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}).
@@ -182,10 +186,17 @@ func (s *Stack) startNATSProcess(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
-	s.NATSURL = "nats://127.0.0.1:" + strconv.Itoa(ports[0])
-	s.opts.Chaos.natsArgs = []string{bin, "--jetstream", "--store_dir", filepath.Join(s.Dir, "nats"),
-		"--addr", "127.0.0.1", "--port", strconv.Itoa(ports[0]), "--http_port", strconv.Itoa(ports[1]),
-		"--server_name", "aicr-chaos"}
+	if s.natsSetup, err = newNATSSetup(s.Dir); err != nil {
+		return err
+	}
+	cfg := s.natsSetup.config("127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1]), filepath.Join(s.Dir, "nats"))
+	cfg.ServerName = "aicr-chaos"
+	path, err := writeConfig(s.Dir, cfg)
+	if err != nil {
+		return err
+	}
+	s.NATSURL = "tls://127.0.0.1:" + strconv.Itoa(ports[0])
+	s.opts.Chaos.natsArgs = []string{bin, "--config", path}
 	s.opts.Chaos.natsHealth = fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", ports[1])
 	return s.StartNATS(ctx)
 }

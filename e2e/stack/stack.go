@@ -33,7 +33,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/aicr-run/aicr-operator/servicekit/natsx"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -81,13 +80,14 @@ type Stack struct {
 	NATSURL    string
 	Dir        string
 
-	opts     Options
-	nats     *server.Server
-	mu       sync.Mutex
-	procs    map[string]*exec.Cmd
-	exits    map[string]chan struct{}
-	log      io.Writer
-	hookPort int
+	opts      Options
+	nats      *server.Server
+	natsSetup *natsSetup
+	mu        sync.Mutex
+	procs     map[string]*exec.Cmd
+	exits     map[string]chan struct{}
+	log       io.Writer
+	hookPort  int
 }
 
 // Up starts everything and pushes the example charts. It does not apply a ClusterRuntime.
@@ -129,8 +129,10 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 	if err := s.prepareCredentials(ctx); err != nil {
 		return s, err
 	}
-	s.nats, err = natsx.StartEmbedded(natsx.EmbeddedOptions{Addr: "127.0.0.1:0", StoreDir: filepath.Join(env.Dir, "nats")})
-	if err != nil {
+	if s.natsSetup, err = newNATSSetup(env.Dir); err != nil {
+		return s, err
+	}
+	if s.nats, err = s.natsSetup.startEmbedded(env.Dir); err != nil {
 		return s, err
 	}
 	s.NATSURL = s.nats.ClientURL()
@@ -267,11 +269,10 @@ func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	common := []string{
-		"--nats-url=" + s.NATSURL, "--kubeconfig=" + kc, "--namespace=" + OperatorNamespace,
-		"--health-addr=127.0.0.1:" + strconv.Itoa(healthPort), "--metrics-addr=127.0.0.1:" + strconv.Itoa(metricsPort),
-		"--log-format=json", "--log-level=info",
-	}
+	common := append([]string{"--nats-url=" + s.NATSURL}, s.natsSetup.natsFlags(binary)...)
+	common = append(common, "--kubeconfig="+kc, "--namespace="+OperatorNamespace,
+		"--health-addr=127.0.0.1:"+strconv.Itoa(healthPort), "--metrics-addr=127.0.0.1:"+strconv.Itoa(metricsPort),
+		"--log-format=json", "--log-level=info")
 	var own []string
 	switch binary {
 	case v1alpha1.BinaryPlanner:
