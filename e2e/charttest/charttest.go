@@ -244,10 +244,25 @@ type NATS struct {
 	Log string
 }
 
-// StartNATS renders the chart and runs its nats.conf in the real nats-server on free loopback
-// ports, with its store, pid file and certificates in a temporary folder; it is stopped when the
-// test ends.
+// CheckNATS renders the chart and has the real nats-server check its nats.conf (nats-server -t:
+// the syntax, every option, the certificate files), with loopback ports and the store, pid file
+// and certificates in a temporary folder. It returns the server StartNATS would run.
+func CheckNATS(t testing.TB, o NATSOptions) *NATS {
+	t.Helper()
+	n, _ := prepareNATS(t, o)
+	return n
+}
+
+// StartNATS is CheckNATS, then runs the configuration in the real nats-server; it is stopped
+// when the test ends.
 func StartNATS(t testing.TB, o NATSOptions) *NATS {
+	t.Helper()
+	n, path := prepareNATS(t, o)
+	startNATS(t, n, path)
+	return n
+}
+
+func prepareNATS(t testing.TB, o NATSOptions) (*NATS, string) {
 	t.Helper()
 	bin := Tool(t, "nats-server")
 	objs := MustRender(t, o.Set...)
@@ -290,7 +305,7 @@ func StartNATS(t testing.TB, o NATSOptions) *NATS {
 	conf = strings.NewReplacer(
 		"listen: 0.0.0.0:4222", "listen: 127.0.0.1:"+strconv.Itoa(ports[0]),
 		"http_port: 8222", "http: 127.0.0.1:"+strconv.Itoa(ports[1]),
-		"store_dir: /data", "store_dir: "+filepath.Join(dir, "js"),
+		"store_dir: /data", fmt.Sprintf("store_dir: %q", filepath.Join(dir, "js")),
 		`pid_file: "/var/run/nats/nats.pid"`, `pid_file: "`+filepath.Join(dir, "nats.pid")+`"`,
 		"/etc/nats-tls/", tlsDir+"/",
 	).Replace(conf)
@@ -318,6 +333,18 @@ func StartNATS(t testing.TB, o NATSOptions) *NATS {
 			t.Fatal(err)
 		}
 	}
+	scheme := "nats://"
+	if tlsOn {
+		scheme = "tls://"
+	}
+	n.URL = scheme + "127.0.0.1:" + strconv.Itoa(ports[0])
+	n.Monitor = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	return n, path
+}
+
+func startNATS(t testing.TB, n *NATS, path string) {
+	t.Helper()
+	bin := Tool(t, "nats-server")
 	logf, err := os.Create(n.Log)
 	if err != nil {
 		t.Fatal(err)
@@ -341,12 +368,6 @@ func StartNATS(t testing.TB, o NATSOptions) *NATS {
 			<-exited
 		}
 	})
-	scheme := "nats://"
-	if tlsOn {
-		scheme = "tls://"
-	}
-	n.URL = scheme + "127.0.0.1:" + strconv.Itoa(ports[0])
-	n.Monitor = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	err = testenv.WaitFor(context.Background(), natsStartTimeout, "nats-server healthy", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
@@ -365,7 +386,6 @@ func StartNATS(t testing.TB, o NATSOptions) *NATS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
 }
 
 // TLSConfig is what a client needs to trust the server: its CA and the name its certificate is

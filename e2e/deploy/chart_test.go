@@ -218,7 +218,7 @@ func TestChartTemplates(t *testing.T) {
 		for _, h := range hooks {
 			h := h.(map[string]any)
 			name, policy := h["name"].(string), h["failurePolicy"]
-			if strings.HasPrefix(name, "operator-writes.") || strings.HasPrefix(name, "configmaps.") {
+			if strings.HasPrefix(name, "operator-applications.") || strings.HasPrefix(name, "plans.") {
 				if policy != "Fail" {
 					t.Errorf("webhook %s failurePolicy = %v, want Fail", name, policy)
 				}
