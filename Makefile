@@ -126,5 +126,5 @@ fuzz-long: ## Run each fuzz target for FUZZ_LONG_TIME (10m by default), a soak b
 
 .PHONY: chaos
 chaos: build ## Rollouts while binaries, nats-server and the kube-apiserver are SIGKILLed (~5 min; CHAOS_FLAGS='-chaos.rollouts=50 -chaos.seed=7')
-	@bin=$$(hack/tools.sh bindir etcd kube argocd nats-server); \
+	@bin=$$(hack/tools.sh bindir etcd kube argocd nats-server helm); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-30m} -tags chaos -v ./e2e/chaos $(CHAOS_FLAGS)

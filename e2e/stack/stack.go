@@ -25,7 +25,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -219,27 +218,6 @@ func (s *Stack) prepareCluster(ctx context.Context) error {
 		}
 	}
 	return s.createIdentities(ctx)
-}
-
-// createIdentities creates a service account per binary, which the binaries impersonate so
-// admission sees the operator's identities. The stack grants them cluster-admin; the chart's
-// least-privilege RBAC is tested on its own.
-func (s *Stack) createIdentities(ctx context.Context) error {
-	for _, b := range Binaries {
-		name := v1alpha1.ServiceAccountName(b)
-		if _, err := s.Kube.CoreV1().ServiceAccounts(OperatorNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create service account %s: %w", name, err)
-		}
-		crb := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "aicr-demo-" + b},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: OperatorNamespace}},
-		}
-		if _, err := s.Kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("bind %s: %w", name, err)
-		}
-	}
-	return nil
 }
 
 // Identity is the username a binary acts as.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -234,26 +235,26 @@ func Operations() []Operation {
 	lastOf := map[string]string{StreamCommands: ApplySubject("cluster", "gpu-operator"), StreamEvents: AppliedSubject("cluster", "gpu-operator")}
 	for _, s := range StreamConfigs(1) {
 		for _, op := range []struct{ api, name string }{
-			{"STREAM.CREATE", "create"}, {"STREAM.UPDATE", "update"}, {"STREAM.DELETE", "delete"},
-			{"STREAM.PURGE", "purge"}, {"STREAM.INFO", "info"}, {"STREAM.MSG.GET", "get a message"},
-			{"STREAM.MSG.DELETE", "delete a message"}, {"DIRECT.GET", "direct get"},
-			{"STREAM.SNAPSHOT", "snapshot"}, {"CONSUMER.LIST", "list consumers"}, {"CONSUMER.NAMES", "consumer names"},
+			{"STREAM.CREATE", "create stream %s"}, {"STREAM.UPDATE", "update stream %s"}, {"STREAM.DELETE", "delete stream %s"},
+			{"STREAM.PURGE", "purge stream %s"}, {"STREAM.INFO", "stream %s's info"}, {"STREAM.MSG.GET", "get a message of %s"},
+			{"STREAM.MSG.DELETE", "delete a message of %s"}, {"DIRECT.GET", "direct get from %s"},
+			{"STREAM.SNAPSHOT", "snapshot %s"}, {"CONSUMER.LIST", "list the consumers of %s"}, {"CONSUMER.NAMES", "the consumer names of %s"},
 		} {
-			add("stream API", op.name+" "+s.Name, Publish, StreamAPI(op.api, s.Name))
+			add("stream API", fmt.Sprintf(op.name, s.Name), Publish, StreamAPI(op.api, s.Name))
 		}
-		add("stream API", "direct get the last message of a subject of "+s.Name, Publish, StreamAPI("DIRECT.GET", s.Name)+"."+lastOf[s.Name])
+		add("stream API", "direct get the last message of a subject from "+s.Name, Publish, StreamAPI("DIRECT.GET", s.Name)+"."+lastOf[s.Name])
 	}
 	add("stream API", "stream names", Publish, JSAPIPrefix+"STREAM.NAMES")
 	add("stream API", "stream list", Publish, JSAPIPrefix+"STREAM.LIST")
 	add("stream API", "account info", Publish, JSAPIPrefix+"INFO")
 	for _, c := range Consumers() {
 		stream, cfg, _ := ConsumerConfig(c)
-		what := c + " on " + stream
+		what := "consumer " + c + " on " + stream
 		add("consumer API", "create or update "+what, Publish, ConsumerCreateSubject(stream, cfg))
-		add("consumer API", "create (legacy durable API) "+what, Publish, ConsumerAPI("CONSUMER.DURABLE.CREATE", stream, c))
+		add("consumer API", "create "+what+" (legacy durable API)", Publish, ConsumerAPI("CONSUMER.DURABLE.CREATE", stream, c))
 		add("consumer API", "delete "+what, Publish, ConsumerAPI("CONSUMER.DELETE", stream, c))
-		add("consumer API", "info "+what, Publish, ConsumerAPI("CONSUMER.INFO", stream, c))
-		add("consumer API", "fetch (MSG.NEXT) from "+what, Publish, ConsumerAPI("CONSUMER.MSG.NEXT", stream, c))
+		add("consumer API", "info of "+what+" (bind)", Publish, ConsumerAPI("CONSUMER.INFO", stream, c))
+		add("consumer API", "fetch from "+what+" (MSG.NEXT)", Publish, ConsumerAPI("CONSUMER.MSG.NEXT", stream, c))
 		add("consumer API", "pause "+what, Publish, ConsumerAPI("CONSUMER.PAUSE", stream, c))
 		add("acknowledgements", "acknowledge a message of "+what, Publish, JSAckPrefix+stream+"."+c+".1.1.1.1700000000000000000.0")
 	}
@@ -271,7 +272,7 @@ func Operations() []Operation {
 		{"the credentials state", SubjectCredentials},
 		{"an audit record", SubjectAudit},
 	} {
-		add("bus subjects", "publish "+p.name+" ("+p.subject+")", Publish, p.subject)
+		add("bus subjects", "publish "+p.name, Publish, p.subject)
 	}
 	add("subscriptions", "subscribe to everything (>)", Subscribe, ">")
 	add("subscriptions", "subscribe to the bus ("+Prefix+".>)", Subscribe, Prefix+".>")
@@ -280,6 +281,8 @@ func Operations() []Operation {
 	for _, id := range Identities() {
 		add("subscriptions", "subscribe to the "+id+"'s inbox", Subscribe, InboxPrefix(id)+".x")
 	}
+	order := []string{"stream API", "consumer API", "acknowledgements", "bus subjects", "subscriptions"}
+	slices.SortStableFunc(ops, func(a, b Operation) int { return slices.Index(order, a.Group) - slices.Index(order, b.Group) })
 	return ops
 }
 

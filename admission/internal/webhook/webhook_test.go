@@ -141,6 +141,35 @@ func TestHandlerDeniesWithFieldPathAndAudits(t *testing.T) {
 
 // TestHandlerAllowsAndWarns proves an allowed request carries the rule's warning and is not
 // audited.
+// TestDryRunIsDeniedButNotAudited proves what sideEffects NoneOnDryRun declares: a dry run is
+// judged like any request (the same denial) but publishes no audit record, while the same
+// request for real does.
+func TestDryRunIsDeniedButNotAudited(t *testing.T) {
+	h, audit, _ := newHandler(t)
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(reviewBody(t, applier, armedApplication(10)), &review); err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{true, false} {
+		review.Request.DryRun = &dry
+		body, err := json.Marshal(review)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := post(h, body, "application/json")
+		var got admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Response == nil || got.Response.Allowed {
+			t.Fatalf("dry run %v: answer %d %s; want a denial", dry, rec.Code, rec.Body)
+		}
+		audit.mu.Lock()
+		n := len(audit.got)
+		audit.mu.Unlock()
+		if want := map[bool]int{true: 0, false: 1}[dry]; n != want {
+			t.Errorf("after the request with dry run %v: %d audit records, want %d", dry, n, want)
+		}
+	}
+}
+
 func TestHandlerAllowsAndWarns(t *testing.T) {
 	h, audit, _ := newHandler(t)
 	obj := []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"gpu-operator","namespace":"argocd","labels":{"app.kubernetes.io/managed-by":"aicr-operator"}},"spec":{"project":"aicr"}}`)

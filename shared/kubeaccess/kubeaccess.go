@@ -1,0 +1,119 @@
+// Package kubeaccess declares the Kubernetes API calls each binary makes: the verbs on each
+// resource, where, and the call that needs them. The Helm chart's RBAC grants exactly these:
+// e2e/deploy TestChartRBACIsTheDeclaredNeeds fails on any grant beyond them and on any need the
+// chart misses. The local stack runs the binaries under the chart's RBAC, so a call missing here
+// (and so from the chart) fails the e2e tests. Change the code's calls, this declaration and
+// deploy/charts/aicr-operator/templates/rbac.yaml together.
+package kubeaccess
+
+// Scope says where a need applies.
+type Scope string
+
+// The scopes.
+const (
+	// Cluster is a cluster-scoped resource (a ClusterRole).
+	Cluster Scope = "cluster"
+	// Operator is the operator namespace (--namespace, the release namespace).
+	Operator Scope = "operator"
+	// Engine is Argo CD's namespace (--engine-namespace).
+	Engine Scope = "engine"
+	// Default is namespace default: the API server takes an Event about a cluster-scoped object
+	// only there (or in kube-system), and kubectl describe looks there.
+	Default Scope = "default"
+	// Bundles is each namespace of the chart's bundleNamespaces.
+	Bundles Scope = "bundles"
+)
+
+// Names the chart's values set.
+const (
+	// NameEngineProject is the AppProject (engine.project).
+	NameEngineProject = "<engine.project>"
+	// NameRepoCredsSecret is the repo-creds Secret (registry.auth.repoCredsSecret).
+	NameRepoCredsSecret = "<registry.auth.repoCredsSecret>"
+)
+
+// Need is one permission a binary needs.
+type Need struct {
+	// Group is the API group ("" for core).
+	Group string
+	// Resource is the resource, with "/subresource" for a subresource.
+	Resource string
+	Verbs    []string
+	Scope    Scope
+	// Names limits the need to these objects (RBAC resourceNames); empty: any.
+	Names []string
+	// AuthMode, when set, limits the need to that registry.auth mode (aws or static).
+	AuthMode string
+	// Why names the calls.
+	Why string
+}
+
+// Binaries are the five binaries, in a fixed order.
+func Binaries() []string {
+	return []string{"planner", "applier", "readiness", "credrefresher", "admission"}
+}
+
+// leader is what leader election on the Lease aicr-<binary> needs (servicekit/service
+// RunLeader: client-go's LeaseLock gets, creates and updates it).
+func leader(binary string) []Need {
+	return []Need{
+		{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"create"}, Scope: Operator,
+			Why: "create the leader Lease the first time (create cannot be limited by name)"},
+		{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get", "update"}, Scope: Operator, Names: []string{"aicr-" + binary},
+			Why: "read and renew its own leader Lease"},
+	}
+}
+
+// Needs returns what binary needs, nil for an unknown one.
+func Needs(binary string) []Need {
+	switch binary {
+	case "planner":
+		return append([]Need{
+			{Group: "operator.aicr.run", Resource: "clusterruntimes", Verbs: []string{"get", "list", "watch", "update"}, Scope: Cluster,
+				Why: "the ClusterRuntime informer; add and remove the cleanup finalizer (the webhook refuses any spec change)"},
+			{Group: "operator.aicr.run", Resource: "clusterruntimes/status", Verbs: []string{"update"}, Scope: Cluster,
+				Why: "write the runtime's status: it is the only writer"},
+			{Group: "operator.aicr.run", Resource: "runtimerollouts", Verbs: []string{"get", "list", "watch", "create", "update", "delete"}, Scope: Cluster,
+				Why: "the rollout informer; create, drive and delete rollouts (the webhook refuses any approval the operator writes)"},
+			{Group: "operator.aicr.run", Resource: "runtimerollouts/status", Verbs: []string{"update"}, Scope: Cluster,
+				Why: "write the rollouts' status"},
+			{Group: "", Resource: "configmaps", Verbs: []string{"get", "list", "watch", "create"}, Scope: Operator,
+				Why: "the informer on plans and bundles; store each new plan (plans are immutable and never deleted by the planner)"},
+			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
+				Why: "read a bundle kept outside the operator namespace"},
+			{Group: "", Resource: "events", Verbs: []string{"create"}, Scope: Default,
+				Why: "Events about the ClusterRuntime"},
+		}, leader(binary)...)
+	case "applier":
+		return []Need{
+			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}, Scope: Engine,
+				Why: "the informer of owned Applications and the read before a write; server-side apply (create covers the first one), the refresh and sync merge patches, the Remove step's preconditioned delete"},
+			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
+				Why: "read a plan by digest"},
+		}
+	case "readiness":
+		return append([]Need{
+			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"list", "watch"}, Scope: Engine,
+				Why: "the informer of owned Applications"},
+			{Group: "argoproj.io", Resource: "appprojects", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameEngineProject},
+				Why: "whether the operator's AppProject exists (ProjectMissing); Argo CD's CRDs are found by discovery, which needs no grant"},
+			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
+				Why: "read a plan by digest, for drift reports"},
+		}, leader(binary)...)
+	case "credrefresher":
+		return append([]Need{
+			{Group: "", Resource: "secrets", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameRepoCredsSecret},
+				Why: "read the repo-creds Secret (static: check it; aws: compare before writing)"},
+			{Group: "", Resource: "secrets", Verbs: []string{"update"}, Scope: Engine, Names: []string{NameRepoCredsSecret}, AuthMode: "aws",
+				Why: "write a fresh ECR token into the repo-creds Secret the chart created"},
+		}, leader(binary)...)
+	case "admission":
+		return []Need{
+			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
+				Why: "read the bundle a ClusterRuntime names, to refuse one that does not resolve"},
+			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
+				Why: "read a bundle kept outside the operator namespace"},
+		}
+	}
+	return nil
+}
