@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 	"github.com/aicr-run/aicr-operator/testkit/tlstest"
@@ -322,7 +323,7 @@ func prepareNATS(t testing.TB, o NATSOptions) (*NATS, string) {
 		t.Fatalf("nats-server rejects the chart's configuration: %v %s\n%s", err, out, conf)
 	}
 	auth := SecretData(t, objs, Release+"-nats-auth")
-	for _, user := range bus.Identities() {
+	for _, user := range v1alpha1.Binaries() {
 		pw := auth[user]
 		if len(pw) < 32 {
 			t.Fatalf("the chart's password of %s has %d characters", user, len(pw))

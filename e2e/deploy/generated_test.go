@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/aicr-run/aicr-operator/e2e/charttest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
@@ -58,7 +59,7 @@ func TestNATSPermissionsAreGenerated(t *testing.T) {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range bus.Identities() {
+		for _, id := range v1alpha1.Binaries() {
 			t.Setenv(strings.ToUpper(id)+"_PASSWORD", "pw-"+id)
 		}
 		opts, err := server.ProcessConfigFile(path)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/aicr-run/aicr-operator/e2e/charttest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/kubeaccess"
 )
 
@@ -143,7 +144,7 @@ func TestChartRBACIsTheDeclaredNeeds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, b := range kubeaccess.Binaries() {
+			for _, b := range v1alpha1.Binaries() {
 				got := chartGrants(t, objs, tc.namespace, b)
 				want := neededGrants(b, tc.namespace, tc.mode, tc.project, tc.secret, tc.bundles)
 				if len(want) == 0 && b != "applier" && b != "admission" {

@@ -247,7 +247,7 @@ components:
 			"--registry-repository=registry.example.com/aicr", "--engine-namespace=argocd", "--repo-creds-secret=aicr-registry")...),
 	}
 
-	planner := connectAs(t, n, bus.IdentityPlanner)
+	planner := connectAs(t, n, v1alpha1.BinaryPlanner)
 	observer := observe(t, n)
 	var events jetstream.Stream
 	err = testenv.WaitFor(ctx, readyTimeout, "the planner to declare the events stream", func(ctx context.Context) (bool, error) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/e2e/charttest"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -120,7 +121,7 @@ func TestEveryIdentityMayDoExactlyItsOperations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	ids := map[string]*identity{}
-	for _, user := range bus.Identities() {
+	for _, user := range v1alpha1.Binaries() {
 		ids[user] = connectAs(t, n, user)
 	}
 	// The planner owns stream setup: its identity declares both streams and both consumers.
@@ -133,7 +134,7 @@ func TestEveryIdentityMayDoExactlyItsOperations(t *testing.T) {
 		}
 	}
 
-	for _, user := range bus.Identities() {
+	for _, user := range v1alpha1.Binaries() {
 		id := ids[user]
 		t.Run(user, func(t *testing.T) {
 			for _, op := range bus.Operations() {
@@ -250,14 +251,14 @@ func TestChartNATSRequiresTLS(t *testing.T) {
 	})
 
 	t.Run("a client trusting the chart's CA connects over TLS", func(t *testing.T) {
-		id := connectAs(t, n, bus.IdentityReadiness)
+		id := connectAs(t, n, v1alpha1.BinaryReadiness)
 		if _, err := id.nc.TLSConnectionState(); err != nil {
 			t.Errorf("not a TLS connection: %v", err)
 		}
 	})
 
 	t.Run("a client that does not trust the certificate is refused", func(t *testing.T) {
-		_, err := nats.Connect(n.URL, nats.UserInfo(bus.IdentityReadiness, n.Passwords[bus.IdentityReadiness]), nats.Timeout(connectTimeout),
+		_, err := nats.Connect(n.URL, nats.UserInfo(v1alpha1.BinaryReadiness, n.Passwords[v1alpha1.BinaryReadiness]), nats.Timeout(connectTimeout),
 			nats.Secure(&tls.Config{ServerName: n.ServerName, MinVersion: tls.VersionTLS12})) // the system's roots
 		var unknown x509.UnknownAuthorityError
 		if !errors.As(err, &unknown) {
@@ -282,7 +283,7 @@ func TestChartNATSRequiresTLS(t *testing.T) {
 			t.Fatalf("greeting %q (%v): TLS is not required", info, err)
 		}
 		before := n.LastSeq(t, bus.StreamEvents)
-		connect := fmt.Sprintf(`{"user":%q,"pass":%q,"verbose":false}`, bus.IdentityReadiness, n.Passwords[bus.IdentityReadiness])
+		connect := fmt.Sprintf(`{"user":%q,"pass":%q,"verbose":false}`, v1alpha1.BinaryReadiness, n.Passwords[v1alpha1.BinaryReadiness])
 		if _, err := conn.Write([]byte("CONNECT " + connect + "\r\nPUB aicr.v1.evt.engine 2\r\n{}\r\nPING\r\n")); err != nil {
 			t.Fatal(err)
 		}

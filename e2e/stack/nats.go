@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/aicr-run/aicr-operator/shared/bus"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
@@ -34,7 +34,7 @@ func newNATSSetup(dir string) (*natsSetup, error) {
 		return nil, err
 	}
 	n := &natsSetup{tls: f, passwords: map[string]string{}, files: map[string]string{}}
-	for _, id := range append(bus.Identities(), natstest.Observer) {
+	for _, id := range append(v1alpha1.Binaries(), natstest.Observer) {
 		n.passwords[id] = natstest.RandomPassword()
 		n.files[id] = filepath.Join(secrets, id+".password")
 		if err := os.WriteFile(n.files[id], []byte(n.passwords[id]), 0o600); err != nil {

@@ -462,9 +462,9 @@ func TestRestartLosesNothing(t *testing.T) {
 // planner publishes reaches the applier through the bound consumer.
 func TestOnlyTheStreamOwnerDeclares(t *testing.T) {
 	srv := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
-	_, planner := srv.ConnectAs(t, bus.IdentityPlanner)
-	_, applier := srv.ConnectAs(t, bus.IdentityApplier)
-	_, readiness := srv.ConnectAs(t, bus.IdentityReadiness)
+	_, planner := srv.ConnectAs(t, v1alpha1.BinaryPlanner)
+	_, applier := srv.ConnectAs(t, v1alpha1.BinaryApplier)
+	_, readiness := srv.ConnectAs(t, v1alpha1.BinaryReadiness)
 
 	bound := make(chan jetstream.Consumer, 1)
 	streamed := make(chan error, 1)

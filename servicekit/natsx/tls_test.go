@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
@@ -160,8 +161,8 @@ func TestPlainClientIsRefusedByATLSServer(t *testing.T) {
 // answer.
 func TestInboxPrefix(t *testing.T) {
 	srv := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
-	o := ConnectOptions{URL: srv.URL, Name: bus.IdentityReadiness, User: bus.IdentityReadiness, Password: srv.Passwords[bus.IdentityReadiness],
-		InboxPrefix: bus.InboxPrefix(bus.IdentityReadiness), TLSCA: srv.TLS.CA}
+	o := ConnectOptions{URL: srv.URL, Name: v1alpha1.BinaryReadiness, User: v1alpha1.BinaryReadiness, Password: srv.Passwords[v1alpha1.BinaryReadiness],
+		InboxPrefix: bus.InboxPrefix(v1alpha1.BinaryReadiness), TLSCA: srv.TLS.CA}
 	nc, err := Connect(o, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -172,8 +173,8 @@ func TestInboxPrefix(t *testing.T) {
 	if err := WaitConnected(ctx, nc); err != nil {
 		t.Fatalf("not connected: %v", o.Status(nc))
 	}
-	if got := nc.NewInbox(); !strings.HasPrefix(got, bus.InboxPrefix(bus.IdentityReadiness)+".") {
-		t.Errorf("inbox %s, want one under %s", got, bus.InboxPrefix(bus.IdentityReadiness))
+	if got := nc.NewInbox(); !strings.HasPrefix(got, bus.InboxPrefix(v1alpha1.BinaryReadiness)+".") {
+		t.Errorf("inbox %s, want one under %s", got, bus.InboxPrefix(v1alpha1.BinaryReadiness))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -9,9 +9,12 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
-// The trust boundary on the bus: one NATS identity per binary, named like the binary, and the one
+// The trust boundary on the bus: one NATS identity per binary, named like the binary (its NATS
+// user is v1alpha1's binary name), and the one
 // table of what each may publish and subscribe to (the JetStream API is publishing to $JS.API.*).
 // The Helm chart (files/nats-permissions.json, written by make generate), the local stack and the
 // tests all take their permissions from Permissions; nothing else lists them.
@@ -21,22 +24,8 @@ import (
 // the events stream they publish to. Nobody may delete or purge a stream, delete a consumer,
 // create any other consumer, read a stream's messages directly, or read another's inbox.
 
-// Identities, one per binary.
-const (
-	IdentityPlanner       = "planner"
-	IdentityApplier       = "applier"
-	IdentityReadiness     = "readiness"
-	IdentityCredrefresher = "credrefresher"
-	IdentityAdmission     = "admission"
-)
-
-// Identities returns every identity, in a fixed order.
-func Identities() []string {
-	return []string{IdentityPlanner, IdentityApplier, IdentityReadiness, IdentityCredrefresher, IdentityAdmission}
-}
-
 // StreamOwner is the identity that creates and updates the streams and the durable consumers.
-const StreamOwner = IdentityPlanner
+const StreamOwner = v1alpha1.BinaryPlanner
 
 // JetStream API and acknowledgement subjects (nats-server's jetstream_api.go).
 const (
@@ -110,7 +99,7 @@ func Permissions(identity string) []Grant {
 	bindEvents := Grant{Publish, StreamAPI("STREAM.INFO", StreamEvents), "wait for the events stream before publishing"}
 	var g []Grant
 	switch identity {
-	case IdentityPlanner:
+	case v1alpha1.BinaryPlanner:
 		g = append(g, Grant{Publish, SubjectCommands, "send apply and remove commands"})
 		for _, s := range StreamConfigs(1) {
 			g = append(g,
@@ -122,20 +111,20 @@ func Permissions(identity string) []Grant {
 			g = append(g, Grant{Publish, ConsumerCreateSubject(stream, cfg), "create or update the durable consumer " + c})
 		}
 		g = append(g, consume(ConsumerPlanner)...)
-	case IdentityApplier:
+	case v1alpha1.BinaryApplier:
 		g = append(g,
 			Grant{Publish, SubjectAppliedPattern, "publish apply results"},
 			Grant{Publish, ConsumerAPI("CONSUMER.INFO", StreamCommands, ConsumerApplier), "bind to its durable consumer"})
 		g = append(g, consume(ConsumerApplier)...)
-	case IdentityReadiness:
+	case v1alpha1.BinaryReadiness:
 		g = append(g,
 			Grant{Publish, SubjectVerdictPattern, "publish readiness verdicts"},
 			Grant{Publish, SubjectDriftPattern, "publish drift and deletion reports"},
 			Grant{Publish, SubjectEngine, "publish whether Argo CD is present"},
 			bindEvents)
-	case IdentityCredrefresher:
+	case v1alpha1.BinaryCredRefresher:
 		g = append(g, Grant{Publish, SubjectCredentials, "publish the registry credentials' state"}, bindEvents)
-	case IdentityAdmission:
+	case v1alpha1.BinaryAdmission:
 		g = append(g, Grant{Publish, SubjectAudit, "publish each denial for audit"}, bindEvents)
 	default:
 		return nil
@@ -185,7 +174,7 @@ type SubjectList struct {
 // ServerPermissions returns every identity's permissions in nats-server's format.
 func ServerPermissions() map[string]NATSPermissions {
 	out := map[string]NATSPermissions{}
-	for _, id := range Identities() {
+	for _, id := range v1alpha1.Binaries() {
 		var p NATSPermissions
 		for _, g := range Permissions(id) {
 			if g.Access == Publish {
@@ -278,7 +267,7 @@ func Operations() []Operation {
 	add("subscriptions", "subscribe to the bus ("+Prefix+".>)", Subscribe, Prefix+".>")
 	add("subscriptions", "subscribe to JetStream advisories ($JS.EVENT.>)", Subscribe, "$JS.EVENT.>")
 	add("subscriptions", "subscribe to every inbox (_INBOX.>)", Subscribe, "_INBOX.>")
-	for _, id := range Identities() {
+	for _, id := range v1alpha1.Binaries() {
 		add("subscriptions", "subscribe to the "+id+"'s inbox", Subscribe, InboxPrefix(id)+".x")
 	}
 	order := []string{"stream API", "consumer API", "acknowledgements", "bus subjects", "subscriptions"}
@@ -292,7 +281,7 @@ func (op Operation) Allows(identity string) bool { return Allowed(identity, op.A
 // PermissionsTable is the identity × operation table of docs/security.md, in Markdown.
 func PermissionsTable() string {
 	var b strings.Builder
-	ids := Identities()
+	ids := v1alpha1.Binaries()
 	b.WriteString("| Operation | Subject |")
 	for _, id := range ids {
 		b.WriteString(" " + id + " |")
@@ -321,7 +310,7 @@ func PermissionsTable() string {
 func GrantsTable() string {
 	var b strings.Builder
 	b.WriteString("| Identity | May | Subject | Because it must |\n| --- | --- | --- | --- |\n")
-	for _, id := range Identities() {
+	for _, id := range v1alpha1.Binaries() {
 		for _, g := range Permissions(id) {
 			fmt.Fprintf(&b, "| %s | %s | `%s` | %s |\n", id, g.Access, g.Subject, g.Why)
 		}

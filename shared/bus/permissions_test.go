@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // policy is the trust boundary in words, written apart from the table: it says which identity
@@ -19,19 +21,19 @@ func policy(identity string, op Operation) bool {
 		return s == InboxPrefix(identity)+".x"
 	}
 	producers := map[string]string{
-		ApplySubject("cluster", "gpu-operator"):   IdentityPlanner,
-		RemoveSubject("cluster", "gpu-operator"):  IdentityPlanner,
-		AppliedSubject("cluster", "gpu-operator"): IdentityApplier,
-		VerdictSubject("cluster", "gpu-operator"): IdentityReadiness,
-		DriftSubject("cluster", "gpu-operator"):   IdentityReadiness,
-		SubjectEngine:                             IdentityReadiness,
-		SubjectCredentials:                        IdentityCredrefresher,
-		SubjectAudit:                              IdentityAdmission,
+		ApplySubject("cluster", "gpu-operator"):   v1alpha1.BinaryPlanner,
+		RemoveSubject("cluster", "gpu-operator"):  v1alpha1.BinaryPlanner,
+		AppliedSubject("cluster", "gpu-operator"): v1alpha1.BinaryApplier,
+		VerdictSubject("cluster", "gpu-operator"): v1alpha1.BinaryReadiness,
+		DriftSubject("cluster", "gpu-operator"):   v1alpha1.BinaryReadiness,
+		SubjectEngine:                             v1alpha1.BinaryReadiness,
+		SubjectCredentials:                        v1alpha1.BinaryCredRefresher,
+		SubjectAudit:                              v1alpha1.BinaryAdmission,
 	}
 	if p, ok := producers[s]; ok {
 		return p == identity
 	}
-	owner := map[string]string{ConsumerApplier: IdentityApplier, ConsumerPlanner: IdentityPlanner}
+	owner := map[string]string{ConsumerApplier: v1alpha1.BinaryApplier, ConsumerPlanner: v1alpha1.BinaryPlanner}
 	for _, c := range Consumers() {
 		stream, cfg, _ := ConsumerConfig(c)
 		switch s {
@@ -48,10 +50,10 @@ func policy(identity string, op Operation) bool {
 	}
 	switch s {
 	case ConsumerAPI("CONSUMER.INFO", StreamCommands, ConsumerApplier):
-		return identity == IdentityApplier // binds to the consumer the planner created
+		return identity == v1alpha1.BinaryApplier // binds to the consumer the planner created
 	case StreamAPI("STREAM.INFO", StreamEvents):
 		// the publishers that do not own the stream wait for it
-		return identity == IdentityReadiness || identity == IdentityCredrefresher || identity == IdentityAdmission
+		return identity == v1alpha1.BinaryReadiness || identity == v1alpha1.BinaryCredRefresher || identity == v1alpha1.BinaryAdmission
 	}
 	// Everything else (delete, purge, message reads, direct get, other consumers, listing,
 	// account info) is nobody's.
@@ -61,7 +63,7 @@ func policy(identity string, op Operation) bool {
 // TestPermissionsAreTheTrustBoundary proves the table allows exactly what the policy allows,
 // for every identity and every operation of the table.
 func TestPermissionsAreTheTrustBoundary(t *testing.T) {
-	for _, id := range Identities() {
+	for _, id := range v1alpha1.Binaries() {
 		for _, op := range Operations() {
 			if got, want := op.Allows(id), policy(id, op); got != want {
 				t.Errorf("%s: %s (%s %s) allowed %v, want %v", id, op.Name, op.Access, op.Subject, got, want)
@@ -73,7 +75,7 @@ func TestPermissionsAreTheTrustBoundary(t *testing.T) {
 // TestEveryGrantIsInTheTable proves each grant permits at least one operation of the table, so
 // the table in docs/security.md shows every permission there is.
 func TestEveryGrantIsInTheTable(t *testing.T) {
-	for _, id := range Identities() {
+	for _, id := range v1alpha1.Binaries() {
 		for _, g := range Permissions(id) {
 			if !slices.ContainsFunc(Operations(), func(op Operation) bool {
 				return op.Access == g.Access && MatchSubject(g.Subject, op.Subject)
@@ -134,7 +136,7 @@ func TestPermissionsJSON(t *testing.T) {
 	if err := json.Unmarshal(PermissionsJSON(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(slices.Sorted(slices.Values(Identities())), slices.Sorted(maps.Keys(got))); diff != "" {
+	if diff := cmp.Diff(slices.Sorted(slices.Values(v1alpha1.Binaries())), slices.Sorted(maps.Keys(got))); diff != "" {
 		t.Errorf("identities (-want +got):\n%s", diff)
 	}
 	for id, p := range got {

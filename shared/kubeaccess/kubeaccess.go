@@ -6,6 +6,8 @@
 // deploy/charts/aicr-operator/templates/rbac.yaml together.
 package kubeaccess
 
+import v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+
 // Scope says where a need applies.
 type Scope string
 
@@ -48,18 +50,13 @@ type Need struct {
 	Why string
 }
 
-// Binaries are the five binaries, in a fixed order.
-func Binaries() []string {
-	return []string{"planner", "applier", "readiness", "credrefresher", "admission"}
-}
-
-// leader is what leader election on the Lease aicr-<binary> needs (servicekit/service
+// leader is what leader election on the Lease v1alpha1.LeaseName(binary) needs (servicekit/service
 // RunLeader: client-go's LeaseLock gets, creates and updates it).
 func leader(binary string) []Need {
 	return []Need{
 		{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"create"}, Scope: Operator,
 			Why: "create the leader Lease the first time (create cannot be limited by name)"},
-		{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get", "update"}, Scope: Operator, Names: []string{"aicr-" + binary},
+		{Group: "coordination.k8s.io", Resource: "leases", Verbs: []string{"get", "update"}, Scope: Operator, Names: []string{v1alpha1.LeaseName(binary)},
 			Why: "read and renew its own leader Lease"},
 	}
 }
@@ -67,7 +64,7 @@ func leader(binary string) []Need {
 // Needs returns what binary needs, nil for an unknown one.
 func Needs(binary string) []Need {
 	switch binary {
-	case "planner":
+	case v1alpha1.BinaryPlanner:
 		return append([]Need{
 			{Group: "operator.aicr.run", Resource: "clusterruntimes", Verbs: []string{"get", "list", "watch", "update"}, Scope: Cluster,
 				Why: "the ClusterRuntime informer; add and remove the cleanup finalizer (the webhook refuses any spec change)"},
@@ -84,14 +81,14 @@ func Needs(binary string) []Need {
 			{Group: "", Resource: "events", Verbs: []string{"create"}, Scope: Default,
 				Why: "Events about the ClusterRuntime"},
 		}, leader(binary)...)
-	case "applier":
+	case v1alpha1.BinaryApplier:
 		return []Need{
 			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}, Scope: Engine,
 				Why: "the informer of owned Applications and the read before a write; server-side apply (create covers the first one), the refresh and sync merge patches, the Remove step's preconditioned delete"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
 				Why: "read a plan by digest"},
 		}
-	case "readiness":
+	case v1alpha1.BinaryReadiness:
 		return append([]Need{
 			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"list", "watch"}, Scope: Engine,
 				Why: "the informer of owned Applications"},
@@ -100,14 +97,14 @@ func Needs(binary string) []Need {
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
 				Why: "read a plan by digest, for drift reports"},
 		}, leader(binary)...)
-	case "credrefresher":
+	case v1alpha1.BinaryCredRefresher:
 		return append([]Need{
 			{Group: "", Resource: "secrets", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameRepoCredsSecret},
 				Why: "read the repo-creds Secret (static: check it; aws: compare before writing)"},
 			{Group: "", Resource: "secrets", Verbs: []string{"update"}, Scope: Engine, Names: []string{NameRepoCredsSecret}, AuthMode: "aws",
 				Why: "write a fresh ECR token into the repo-creds Secret the chart created"},
 		}, leader(binary)...)
-	case "admission":
+	case v1alpha1.BinaryAdmission:
 		return []Need{
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
 				Why: "read the bundle a ClusterRuntime names, to refuse one that does not resolve"},

@@ -3,13 +3,15 @@ package kubeaccess
 import (
 	"slices"
 	"testing"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // TestNeedsAreNarrow proves every declared need names its calls and grants no wildcard: a
 // declaration of "*" would let the chart grant anything and still pass the RBAC test.
 func TestNeedsAreNarrow(t *testing.T) {
 	scopes := []Scope{Cluster, Operator, Engine, Default, Bundles}
-	for _, b := range Binaries() {
+	for _, b := range v1alpha1.Binaries() {
 		needs := Needs(b)
 		if len(needs) == 0 {
 			t.Errorf("%s declares no needs", b)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
@@ -65,7 +66,7 @@ type Options struct {
 	TLS bool
 	// VerifyClients also requires a client certificate from that CA (with TLS).
 	VerifyClients bool
-	// Identities turns authorization on: one user per bus identity (bus.Identities) with its
+	// Identities turns authorization on: one user per binary (v1alpha1.Binaries) with its
 	// permissions from bus.ServerPermissions and a random password, plus Observer.
 	Identities bool
 }
@@ -85,7 +86,7 @@ func StartWith(t testing.TB, o Options) *Server {
 	}
 	if o.Identities {
 		s.Passwords, s.PasswordFiles = map[string]string{}, map[string]string{}
-		for _, id := range append(bus.Identities(), Observer) {
+		for _, id := range append(v1alpha1.Binaries(), Observer) {
 			s.Passwords[id] = RandomPassword()
 			s.PasswordFiles[id] = filepath.Join(dir, id+".password")
 			if err := os.WriteFile(s.PasswordFiles[id], []byte(s.Passwords[id]), 0o600); err != nil {
@@ -144,7 +145,7 @@ func (c Config) Render() []byte {
 	if c.Passwords != nil {
 		perms := bus.ServerPermissions()
 		var users []map[string]any
-		for _, id := range append(bus.Identities(), Observer) {
+		for _, id := range append(v1alpha1.Binaries(), Observer) {
 			pw, ok := c.Passwords[id]
 			if !ok {
 				continue

@@ -19,6 +19,7 @@ import (
 	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
@@ -51,7 +52,7 @@ func fakeAPIServer(t *testing.T) string {
 // request UID as message ID, and cancelling the context exits 0.
 func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 	ns := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
-	_, planner := ns.ConnectAs(t, bus.IdentityPlanner)
+	_, planner := ns.ConnectAs(t, v1alpha1.BinaryPlanner)
 	if _, err := dispatch.EnsureSetup(t.Context(), planner, 1); err != nil {
 		t.Fatalf("the planner's stream setup: %v", err)
 	}
@@ -59,7 +60,7 @@ func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	health, metrics, hook := servicetest.FreeAddr(t), servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	args := []string{
-		"--nats-url=" + ns.URL, "--nats-user=" + bus.IdentityAdmission, "--nats-password-file=" + ns.PasswordFiles[bus.IdentityAdmission],
+		"--nats-url=" + ns.URL, "--nats-user=" + v1alpha1.BinaryAdmission, "--nats-password-file=" + ns.PasswordFiles[v1alpha1.BinaryAdmission],
 		"--nats-tls-ca=" + ns.TLS.CA, "--kubeconfig=" + fakeAPIServer(t),
 		"--health-addr=" + health, "--metrics-addr=" + metrics, "--webhook-addr=" + hook,
 		"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile,

@@ -86,7 +86,7 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 	ns := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
 	var planGets atomic.Int32
 	health := servicetest.FreeAddr(t)
-	args := []string{"--nats-url=" + ns.URL, "--nats-user=" + bus.IdentityApplier, "--nats-password-file=" + ns.PasswordFiles[bus.IdentityApplier],
+	args := []string{"--nats-url=" + ns.URL, "--nats-user=" + v1alpha1.BinaryApplier, "--nats-password-file=" + ns.PasswordFiles[v1alpha1.BinaryApplier],
 		"--nats-tls-ca=" + ns.TLS.CA, "--kubeconfig=" + fakeAPIServer(t, &planGets), "--health-addr=" + health,
 		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--workers=2", "--log-level=warn"}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -105,7 +105,7 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 	})
 
 	// The planner's identity declares the streams and the applier's consumer; the applier binds.
-	_, js := ns.ConnectAs(t, bus.IdentityPlanner)
+	_, js := ns.ConnectAs(t, v1alpha1.BinaryPlanner)
 	if _, err := dispatch.EnsureSetup(t.Context(), js, 1); err != nil {
 		t.Fatalf("the planner's stream setup: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -53,7 +54,7 @@ authorization {
   users: [
 `)
 	perms := bus.ServerPermissions()
-	for _, id := range bus.Identities() {
+	for _, id := range v1alpha1.Binaries() {
 		var p bytes.Buffer
 		enc := json.NewEncoder(&p)
 		enc.SetEscapeHTML(false) // nats-server reads no \u escapes
