@@ -40,7 +40,7 @@ if [ -n "$heavy" ]; then
   echo "  shared (with its tests) imports what it must not:"; echo "$heavy" | sed 's/^/    /'; fail=1
 fi
 # the kubectl plugin links no NATS server
-if go list -deps ./cli/cmd/kubectl-aicr | grep -q '^github.com/nats-io/nats-server'; then
+if go list -deps ./cli/cmd/kubectl-aicr | grep '^github.com/nats-io/nats-server' >/dev/null; then
   echo "  kubectl-aicr links nats-server"; fail=1
 fi
 # the test harnesses reach a binary only through its tests: no non-test package of a binary's
@@ -56,7 +56,9 @@ for m in planner applier readiness credrefresher admission cli; do
 done
 # the gitops-engine replace stands in exactly the go.mod files of modules that import Argo CD
 for m in $mods; do
-  uses=no; go list -deps -test ./$m/... | grep -q '^github.com/argoproj/argo-cd/v3/' && uses=yes
+  # grep reads all of go list's output (no -q): an early exit would kill go list with SIGPIPE,
+  # and pipefail would then say "no".
+  uses=no; go list -deps -test ./$m/... | grep '^github.com/argoproj/argo-cd/v3/' >/dev/null && uses=yes
   has=no; grep -q 'gitops-engine =>' "$m/go.mod" && has=yes
   if [ "$uses" != "$has" ]; then echo "  $m imports Argo CD: $uses; carries the gitops-engine replace: $has"; fail=1; fi
 done
