@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/mod/modfile"
+
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
 )
 
 // TestImageBuildCopiesEveryLocalModule proves that deploy/Dockerfile can build each binary alone:
@@ -17,7 +19,7 @@ import (
 // each folder a binary's go.mod replaces to, in both the dependency stage (go.mod and go.sum) and
 // the source stage. A module split that adds a folder and forgets the Dockerfile fails here.
 func TestImageBuildCopiesEveryLocalModule(t *testing.T) {
-	root := repoRoot(t)
+	root := charttest.RepoRoot(t)
 	raw, err := os.ReadFile(filepath.Join(root, "deploy", "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
