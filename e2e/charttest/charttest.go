@@ -299,7 +299,7 @@ func prepareNATS(t testing.TB, o NATSOptions) (*NATS, string) {
 		}
 		n.CAFile = filepath.Join(tlsDir, "ca.crt")
 	}
-	ports, err := freePorts(2)
+	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,16 +462,4 @@ func (n *NATS) LastSeq(t testing.TB, stream string) uint64 {
 		}
 	}
 	return 0
-}
-
-func freePorts(n int) ([]int, error) {
-	out := make([]int, 0, n)
-	for range n {
-		p, err := testenv.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }

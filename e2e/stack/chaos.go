@@ -182,7 +182,7 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 // startNATSProcess runs nats-server with JetStream on a port and store dir it keeps for the
 // life of the stack, so StartNATS after KillNATS finds the streams and their messages again.
 func (s *Stack) startNATSProcess(ctx context.Context, bin string) error {
-	ports, err := freePorts(2)
+	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		return err
 	}

@@ -288,7 +288,7 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 
 // StartBinary starts one binary and waits until its /readyz answers 200.
 func (s *Stack) StartBinary(ctx context.Context, binary string) error {
-	ports, err := freePorts(2)
+	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		return err
 	}
@@ -464,16 +464,4 @@ func randomPassword() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%x", b)
-}
-
-func freePorts(n int) ([]int, error) {
-	out := make([]int, 0, n)
-	for range n {
-		p, err := testenv.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }

@@ -46,7 +46,7 @@ func (e *Env) startArgoCD(ctx context.Context) error {
 	if err := e.createArgoCDObjects(ctx); err != nil {
 		return err
 	}
-	ports, err := freePorts(4) // redis, repo-server, repo-server metrics, commit-server (never dialled)
+	ports, err := FreePorts(4) // redis, repo-server, repo-server metrics, commit-server (never dialled)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func (e *Env) setupPKI(context.Context) error {
 }
 
 func (e *Env) startEtcd(ctx context.Context) error {
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return err
 	}

@@ -48,8 +48,8 @@ func freePort(addr string) (int, error) {
 	return 0, errors.New("find free port: every port offered was already handed out")
 }
 
-// freePorts returns n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct free loopback ports (FreePort n times).
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, n)
 	for i := range ports {
 		p, err := FreePort()

@@ -7,7 +7,7 @@ import (
 )
 
 func TestFreePortsAreDistinctAndBindable(t *testing.T) {
-	ports, err := freePorts(20)
+	ports, err := FreePorts(20)
 	if err != nil {
 		t.Fatal(err)
 	}
