@@ -34,11 +34,16 @@ func NewCA(name string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate CA key: %w", err)
 	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
+		SerialNumber: sn, Subject: pkix.Name{CommonName: name},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(Validity),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -51,6 +56,10 @@ func NewCA(name string) (*CA, error) {
 	return &CA{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), cert: cert, key: key}, nil
 }
 
+// KeyPEM is the CA's private key in PKCS#8, for a server that signs with it (kube-controller-
+// manager signs the cluster's certificate requests with the cluster CA).
+func (ca *CA) KeyPEM() ([]byte, error) { return KeyPEM(ca.key) }
+
 // Pair is a certificate and its key, PEM-encoded.
 type Pair struct {
 	CertPEM, KeyPEM []byte
@@ -58,38 +67,63 @@ type Pair struct {
 
 // Server issues a serving certificate for 127.0.0.1 and localhost.
 func (ca *CA) Server(name string) (Pair, error) {
-	return ca.issue(name, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, x509.ExtKeyUsageServerAuth)
+	return ca.Issue(Leaf{CommonName: name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}, Usage: x509.ExtKeyUsageServerAuth})
 }
 
 // Client issues a client certificate with common name name.
 func (ca *CA) Client(name string) (Pair, error) {
-	return ca.issue(name, nil, nil, x509.ExtKeyUsageClientAuth)
+	return ca.Issue(Leaf{CommonName: name, Usage: x509.ExtKeyUsageClientAuth})
 }
 
-func (ca *CA) issue(name string, dns []string, ips []net.IP, usage x509.ExtKeyUsage) (Pair, error) {
+// Leaf says what a certificate the CA issues is for.
+type Leaf struct {
+	// CommonName and Organization are the subject (a Kubernetes client certificate's user and
+	// groups).
+	CommonName   string
+	Organization []string
+	// DNSNames and IPs are the names a serving certificate covers.
+	DNSNames []string
+	IPs      []net.IP
+	// Usage is server or client authentication.
+	Usage x509.ExtKeyUsage
+}
+
+// Issue makes a key and a certificate for l, signed by the CA.
+func (ca *CA) Issue(l Leaf) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return Pair{}, fmt.Errorf("generate key of %s: %w", name, err)
+		return Pair{}, fmt.Errorf("generate key of %s: %w", l.CommonName, err)
+	}
+	sn, err := serial()
+	if err != nil {
+		return Pair{}, err
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
+		SerialNumber: sn, Subject: pkix.Name{CommonName: l.CommonName, Organization: l.Organization},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(Validity),
-		DNSNames: dns, IPAddresses: ips,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		DNSNames: l.DNSNames, IPAddresses: l.IPs, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{l.Usage},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("create certificate of %s: %w", name, err)
+		return Pair{}, fmt.Errorf("create certificate of %s: %w", l.CommonName, err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	keyPEM, err := KeyPEM(key)
 	if err != nil {
-		return Pair{}, fmt.Errorf("encode key of %s: %w", name, err)
+		return Pair{}, fmt.Errorf("encode key of %s: %w", l.CommonName, err)
 	}
-	return Pair{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return Pair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM}, nil
+}
+
+// KeyPEM encodes key as a PKCS#8 "PRIVATE KEY" block, which etcd, kube-apiserver, nats-server
+// and Go's crypto/tls all read.
+func KeyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("marshal private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
 // Files are the paths Write wrote.
@@ -129,10 +163,10 @@ func Write(dir, name string) (Files, error) {
 	return f, nil
 }
 
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+func serial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
-		panic(fmt.Sprintf("read random serial: %v", err)) // crypto/rand does not fail on Linux
+		return nil, fmt.Errorf("generate serial number: %w", err)
 	}
-	return n
+	return n, nil
 }
