@@ -7,6 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aicr-run/aicr-operator/cli/internal/approval"
+	"github.com/aicr-run/aicr-operator/cli/internal/kube"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 func newApproveCmd(o *options) *cobra.Command {
@@ -24,24 +26,9 @@ by the rollout's resourceVersion, so a concurrent change fails instead of being 
 		Args:              exactArgs(1, "the rollout's name"),
 		ValidArgsFunction: rolloutNames(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			ro, err := kc.Rollout(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			user, err := kc.WhoAmI(ctx)
-			if err != nil {
-				return err
-			}
-			patch, err := approval.Approve(ro.RuntimeRollout, user, reason, expires, o.env.Clock.Now())
-			if err != nil {
-				return err
-			}
-			out, err := kc.PatchRolloutSpec(ctx, ro, patch)
+			out, _, err := patchRolloutAsCaller(cmd, o, args[0], func(ro *v1alpha1.RuntimeRollout, user string) (map[string]any, error) {
+				return approval.Approve(ro, user, reason, expires, o.env.Clock.Now())
+			})
 			if err != nil {
 				return err
 			}
@@ -70,24 +57,9 @@ RolloutRevoked; nothing is rolled back.`,
 		Args:              exactArgs(1, "the rollout's name"),
 		ValidArgsFunction: rolloutNames(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			ro, err := kc.Rollout(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			user, err := kc.WhoAmI(ctx)
-			if err != nil {
-				return err
-			}
-			patch, err := approval.Revoke(ro.RuntimeRollout, user, reason, o.env.Clock.Now())
-			if err != nil {
-				return err
-			}
-			out, err := kc.PatchRolloutSpec(ctx, ro, patch)
+			out, user, err := patchRolloutAsCaller(cmd, o, args[0], func(ro *v1alpha1.RuntimeRollout, user string) (map[string]any, error) {
+				return approval.Revoke(ro, user, reason, o.env.Clock.Now())
+			})
 			if err != nil {
 				return err
 			}
@@ -97,6 +69,35 @@ RolloutRevoked; nothing is rolled back.`,
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "Why (required, at most 1024 characters)")
 	return cmd
+}
+
+// patchRolloutAsCaller is what approve and revoke share: read the named rollout, ask the API
+// server who the caller is (so --as and --token change it), and write the spec patch decide
+// returns for them, guarded by the rollout's resourceVersion. It returns the written rollout and
+// the caller's name.
+func patchRolloutAsCaller(cmd *cobra.Command, o *options, name string, decide func(ro *v1alpha1.RuntimeRollout, user string) (map[string]any, error)) (*kube.Rollout, string, error) {
+	kc, err := o.client()
+	if err != nil {
+		return nil, "", err
+	}
+	ctx := cmd.Context()
+	ro, err := kc.Rollout(ctx, name)
+	if err != nil {
+		return nil, "", err
+	}
+	user, err := kc.WhoAmI(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	patch, err := decide(ro.RuntimeRollout, user)
+	if err != nil {
+		return nil, "", err
+	}
+	out, err := kc.PatchRolloutSpec(ctx, ro, patch)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, user, nil
 }
 
 // runtimeFlag is one verb that sets a boolean of the ClusterRuntime's spec.

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/aicr-run/aicr-operator/cli/internal/kube"
 	"github.com/aicr-run/aicr-operator/cli/internal/view"
 )
 
@@ -68,54 +71,55 @@ func fixedCompletions(values ...string) func(*cobra.Command, []string, string) (
 // rolloutNames completes the first argument with the RuntimeRollouts of the cluster, newest
 // first, each described by its phase and progress.
 func rolloutNames(o *options) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		kc, err := o.client()
+	return completeFirstArg(o, func(ctx context.Context, kc *kube.Client, toComplete string) ([]string, error) {
+		ros, err := kc.Rollouts(ctx)
 		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		ros, err := kc.Rollouts(cmd.Context())
-		if err != nil {
-			cobra.CompErrorln(err.Error())
-			return nil, cobra.ShellCompDirectiveError
+			return nil, err
 		}
 		var out []string
 		for _, ro := range ros {
-			if !strings.HasPrefix(ro.Name, toComplete) {
-				continue
+			if strings.HasPrefix(ro.Name, toComplete) {
+				phase := cmp.Or(string(ro.Status.Phase), "Pending")
+				out = append(out, fmt.Sprintf("%s\t%s, %s", ro.Name, phase, view.Progress(ro.RuntimeRollout)))
 			}
-			phase := string(ro.Status.Phase)
-			if phase == "" {
-				phase = "Pending"
-			}
-			out = append(out, fmt.Sprintf("%s\t%s, %s", ro.Name, phase, view.Progress(ro.RuntimeRollout)))
 		}
-		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
-	}
+		return out, nil
+	})
 }
 
 // planDigests completes the first argument with the digests of the stored plans.
 func planDigests(o *options) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		if len(args) > 0 {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		kc, err := o.client()
+	return completeFirstArg(o, func(ctx context.Context, kc *kube.Client, toComplete string) ([]string, error) {
+		names, err := kc.PlanNames(ctx)
 		if err != nil {
-			return nil, cobra.ShellCompDirectiveError
-		}
-		names, err := kc.PlanNames(cmd.Context())
-		if err != nil {
-			cobra.CompErrorln(err.Error())
-			return nil, cobra.ShellCompDirectiveError
+			return nil, err
 		}
 		var out []string
 		for _, n := range names {
 			if strings.HasPrefix(n, toComplete) {
 				out = append(out, n)
 			}
+		}
+		return out, nil
+	})
+}
+
+// completeFirstArg completes a command's one argument from the cluster: candidates lists the
+// matches of what was typed, in the order the shell is to show them. A second argument gets no
+// completion; a cluster that cannot be read is reported to the shell as an error.
+func completeFirstArg(o *options, candidates func(ctx context.Context, kc *kube.Client, toComplete string) ([]string, error)) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		kc, err := o.client()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		out, err := candidates(cmd.Context(), kc, toComplete)
+		if err != nil {
+			cobra.CompErrorln(err.Error())
+			return nil, cobra.ShellCompDirectiveError
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	}
