@@ -18,8 +18,6 @@ import (
 // Defaults.
 const (
 	DefaultNATSURL          = "nats://127.0.0.1:4222"
-	DefaultNamespace        = v1alpha1.DefaultNamespace
-	DefaultEngineNamespace  = v1alpha1.DefaultEngineNamespace
 	DefaultKubeQPS          = 50
 	DefaultKubeBurst        = 100
 	DefaultLeaseDuration    = 15 * time.Second
@@ -82,7 +80,7 @@ type Options struct {
 
 // BindFlags registers the common flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
-	ns := cmp.Or(os.Getenv("POD_NAMESPACE"), DefaultNamespace)
+	ns := cmp.Or(os.Getenv("POD_NAMESPACE"), v1alpha1.DefaultNamespace)
 	id := os.Getenv("POD_NAME")
 	if id == "" {
 		id, _ = os.Hostname()
@@ -106,7 +104,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: trace, debug, info, warn or error")
 	fs.StringVar(&o.LogFormat, "log-format", logging.FormatJSON, "log format: json or console")
 	fs.StringVar(&o.Namespace, "namespace", ns, "the operator namespace (plans, leases, events)")
-	fs.StringVar(&o.EngineNamespace, "engine-namespace", DefaultEngineNamespace, "Argo CD's namespace: the Applications, the AppProject and the repo-creds Secret (engine.namespace)")
+	fs.StringVar(&o.EngineNamespace, "engine-namespace", v1alpha1.DefaultEngineNamespace, "Argo CD's namespace: the Applications, the AppProject and the repo-creds Secret (engine.namespace)")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect a leader on a Lease so that replicas do not act twice")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", DefaultLeaseDuration, "leader election lease duration")
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", DefaultRenewDeadline, "leader election renew deadline")
