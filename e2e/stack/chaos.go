@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -171,7 +172,7 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 	creds := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: RepoCredsSecret, Namespace: EngineNamespace,
 			Labels: map[string]string{v1alpha1.LabelArgoSecretType: v1alpha1.ArgoSecretTypeRepoCreds}},
-		StringData: map[string]string{"type": "oci", "url": "oci://" + s.Repository, "username": "aicr", "password": randomPassword()},
+		StringData: map[string]string{"type": "oci", "url": "oci://" + s.Repository, "username": "aicr", "password": natstest.RandomPassword()},
 	}
 	if _, err := s.Kube.CoreV1().Secrets(EngineNamespace).Create(ctx, creds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create repo-creds secret: %w", err)

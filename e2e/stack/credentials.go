@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -75,7 +76,7 @@ func (o Options) registryAuth() *testenv.BasicAuth {
 	if o.AWSAuth != nil {
 		user = ECRUsername
 	}
-	return &testenv.BasicAuth{Username: user, Password: randomPassword()}
+	return &testenv.BasicAuth{Username: user, Password: natstest.RandomPassword()}
 }
 
 // prepareCredentials switches the cluster and credrefresher's flags to aws mode (nothing in

@@ -459,9 +459,3 @@ func (s *Stack) registerWebhook(ctx context.Context) error {
 	}
 	return nil
 }
-
-func randomPassword() string {
-	b := make([]byte, 18)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%x", b)
-}
