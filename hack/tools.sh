@@ -382,13 +382,13 @@ fmt_left() { # SECONDS -> ~40s, ~9m
 
 # Jobs, one per tool folder to build and one per --with command: parallel arrays indexed by job.
 J_LABEL=() J_GROUP=() J_COMPS=() J_KIND=() J_CMD=() J_EST=() J_KEY=() J_FIRST=()
-J_STATE=() J_PID=() J_START=() J_FD=() J_LOG=() J_STAGE_START=()
+J_STATE=() J_PID=() J_FD=() J_LOG=() J_STAGE_START=() J_ACTIVE=()
 
 add_job() { # LABEL GROUP COMPS KIND CMD KEY [first]   (first: compiles before every other job)
   local i=${#J_LABEL[@]}
   J_LABEL[i]=$1 J_GROUP[i]=$2 J_COMPS[i]=$3 J_KIND[i]=$4 J_CMD[i]=$5 J_KEY[i]=$6 J_FIRST[i]=${7:-}
   J_EST[i]=$(estimate "$6" "${2:-$1}" "$3")
-  J_STATE[i]=new J_PID[i]="" J_START[i]="" J_FD[i]="" J_LOG[i]="" J_STAGE_START[i]=""
+  J_STATE[i]=new J_PID[i]="" J_FD[i]="" J_LOG[i]="" J_STAGE_START[i]="" J_ACTIVE[i]=0
 }
 
 TTY=0
@@ -408,17 +408,21 @@ event() {
   printf '[tools] %s\n' "$*" >&2
 }
 
+# active I NOW: the seconds job I has run so far (its stages, not its wait for a compile slot).
+active() {
+  local i=$1 a=${J_ACTIVE[$1]}
+  case "${J_STATE[i]}" in fetch | build | apt) a=$((a + $2 - J_STAGE_START[i])) ;; esac
+  echo "$a"
+}
+
 # time_left NOW: the estimated seconds until every job is done: the jobs' remaining times laid out
 # greedily, longest first, on BUILD_SLOTS slots (a job past its estimate gets a tenth of its age).
 time_left() {
   local now=$1 i r age rem=() loads=() k best
   for i in "${!J_LABEL[@]}"; do
     case "${J_STATE[i]}" in done) continue ;; esac
-    r=${J_EST[i]}
-    if [ -n "${J_START[i]}" ]; then
-      age=$((now - J_START[i])); r=$((r - age))
-      [ "$r" -ge $((age / 10 + 5)) ] || r=$((age / 10 + 5))
-    fi
+    age=$(active "$i" "$now"); r=$((J_EST[i] - age))
+    [ "$r" -ge $((age / 10 + 5)) ] || r=$((age / 10 + 5))
     rem+=("$r")
   done
   [ ${#rem[@]} -gt 0 ] || { echo 0; return; }
@@ -433,18 +437,20 @@ time_left() {
 
 # status NOW: what runs, n of m, elapsed, the estimate left.
 status() {
-  local now=$1 i ndone=0 build="" fetch="" wait="" s
+  local now=$1 i ndone=0 build="" fetch="" apt="" wait="" s
   for i in "${!J_LABEL[@]}"; do
     case "${J_STATE[i]}" in
       done) ndone=$((ndone + 1)) ;;
       build) build+="${build:+, }${J_LABEL[i]} $(fmt_dur $((now - J_STAGE_START[i])))" ;;
-      fetch | apt) fetch+="${fetch:+, }${J_LABEL[i]}" ;;
+      fetch) fetch+="${fetch:+, }${J_LABEL[i]}" ;;
+      apt) apt+="${apt:+, }${J_LABEL[i]}" ;;
       locked) wait+="${wait:+, }${J_LABEL[i]}" ;;
     esac
   done
   s="[tools $ndone/${#J_LABEL[@]}]"
   [ -z "$build" ] || s+=" building $build;"
   [ -z "$fetch" ] || s+=" downloading $fetch;"
+  [ -z "$apt" ] || s+=" installing $apt;"
   [ -z "$wait" ] || s+=" waiting for another run: $wait;"
   s+=" $(fmt_dur $((now - RUN_START))) elapsed, $(fmt_left "$(time_left "$now")") left"
   echo "$s"
@@ -470,7 +476,6 @@ spawn() {
     [ "$j" = "$i" ] || [ -z "${J_FD[j]}" ] || close+="${J_FD[j]} "
   done
   J_STATE[i]=$stage J_STAGE_START[i]=$SECONDS
-  [ -n "${J_START[i]}" ] || J_START[i]=$SECONDS
   echo "== $stage started at $(date +%T)" >>"${J_LOG[i]}"
   local launcher=()
   if command -v setsid >/dev/null 2>&1; then launcher=(setsid); fi
@@ -498,7 +503,7 @@ release() { # I
 # finish I: move a tool's new binaries into its bin folder (one rename each, so a reader sees a
 # whole binary or none) and mark the build done.
 finish() {
-  local i=$1 d c b f secs
+  local i=$1 d c b f
   d=$(dir_of "${J_GROUP[i]}")
   for c in ${J_COMPS[i]}; do
     b="$d/bin.tmp/$(bin_of "$c")"
@@ -509,20 +514,19 @@ finish() {
     rm -rf "$d/bin/${f##*/}"; mv "$f" "$d/bin/${f##*/}"
   done
   rm -rf "$d/bin.tmp" "$d/src"
-  secs=$((SECONDS - J_START[i]))
-  echo "$(date -u +%FT%TZ) ${secs}s ${J_COMPS[i]}" >"$d/.done"
+  echo "$(date -u +%FT%TZ) ${J_ACTIVE[i]}s ${J_COMPS[i]}" >"$d/.done"
 }
 
 fail() { # I RC
   local i=$1
-  event "FAILED: ${J_LABEL[i]} (exit $2) after $(fmt_dur $((SECONDS - J_START[i]))); the end of ${J_LOG[i]}:"
+  event "FAILED: ${J_LABEL[i]} (exit $2) after $(fmt_dur "$(active "$i" $SECONDS)"); the end of ${J_LOG[i]}:"
   tail -n 40 "${J_LOG[i]}" | sed 's/^/    /' >&2
   stop_all
   exit 1
 }
 
 run_jobs() {
-  local n=${#J_LABEL[@]} i rc d fd running ndone best c first
+  local n=${#J_LABEL[@]} i rc d fd running ndone best c first st
   [ "$n" -gt 0 ] || return 0
   mkdir -p "$CACHE/logs"
   RUN_DIR="$CACHE/logs/$(date +%Y%m%d-%H%M%S)-$$"
@@ -530,7 +534,7 @@ run_jobs() {
   # keep the logs of the last ten runs
   ls -1dt "$CACHE/logs/"*/ 2>/dev/null | tail -n +11 | while read -r old; do rm -rf "$old"; done
   RUN_START=$SECONDS LAST_BEAT=$SECONDS
-  trap 'stop_all; event "interrupted"; exit 130' INT TERM
+  trap 'stop_all; event "interrupted"; exit 130' INT TERM HUP
 
   local names=""
   for i in "${!J_LABEL[@]}"; do
@@ -570,15 +574,17 @@ run_jobs() {
       rc=0; wait "${J_PID[i]}" || rc=$?
       J_PID[i]=""
       echo "== ${J_STATE[i]} ended at $(date +%T) after $((SECONDS - J_STAGE_START[i]))s (exit $rc)" >>"${J_LOG[i]}"
+      J_ACTIVE[i]=$((J_ACTIVE[i] + SECONDS - J_STAGE_START[i]))
+      st=${J_STATE[i]} J_STATE[i]=reaped
       [ "$rc" = 0 ] || fail "$i" "$rc"
-      case "${J_STATE[i]}" in
+      case "$st" in
         fetch) J_STATE[i]=ready-build ;;
         build | apt)
           if [ "${J_KIND[i]}" != cmd ]; then finish "$i" || fail "$i" 1; release "$i"; fi
           J_STATE[i]=done
-          record_time "${J_KEY[i]}" $((SECONDS - J_START[i]))
+          record_time "${J_KEY[i]}" "${J_ACTIVE[i]}"
           ndone=0; for c in "${!J_LABEL[@]}"; do [ "${J_STATE[c]}" != done ] || ndone=$((ndone + 1)); done
-          event "$ndone/$n ${J_LABEL[i]} done in $(fmt_dur $((SECONDS - J_START[i]))); $(fmt_dur $((SECONDS - RUN_START))) elapsed$([ "$ndone" = "$n" ] || echo ", $(fmt_left "$(time_left $SECONDS)") left")"
+          event "$ndone/$n ${J_LABEL[i]} done in $(fmt_dur "${J_ACTIVE[i]}"); $(fmt_dur $((SECONDS - RUN_START))) elapsed$([ "$ndone" = "$n" ] || echo ", $(fmt_left "$(time_left $SECONDS)") left")"
           ;;
       esac
     done
@@ -615,7 +621,7 @@ run_jobs() {
   done
   if [ "$TTY" = 1 ] && [ "$DRAWN" = 1 ]; then printf '\r\033[K' >&2; fi
   event "all $n done in $(fmt_dur $((SECONDS - RUN_START)))"
-  trap - INT TERM
+  trap - INT TERM HUP
 }
 
 # plan TOOL...: one job per tool folder with something missing, in the order asked.
