@@ -20,12 +20,13 @@ INTEGRATION_TOOLS := etcd kube kwok helm nats-server docker-compose gcc
 BENCH_TOOLS := etcd kube-apiserver gcc
 CHAOS_TOOLS := etcd kube-apiserver nats-server helm gcc
 pkgs = $(foreach m,$(1),./$(m)/...)
-# the images' build flags (deploy/Dockerfile), which are also the tools': the standard library and
-# any package both use compile once
-BUILD_CMD = CGO_ENABLED=0 go build -trimpath -o $(BIN_DIR)/ $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
-# tools_bin TOOLS, BUILD: build the missing tools and, beside them, the project's binaries (while
-# the tools download, the cores are free); print the tools' folder
-tools_bin = mkdir -p $(BIN_DIR) && hack/tools.sh bindir --with "binaries=$(2)" $(1)
+BIN_PKGS := $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
+# build_cmd PKGS: with the images' build flags (deploy/Dockerfile), which are also the tools', so
+# the standard library compiles once for both
+build_cmd = CGO_ENABLED=0 go build -trimpath -o $(BIN_DIR)/ $(1)
+# tools_bin TOOLS,PKGS: build the missing tools and, beside them, the binaries of PKGS (their
+# modules download with the tools'); print the tools' folder
+tools_bin = mkdir -p $(BIN_DIR) && hack/tools.sh bindir --with "binaries=$(call build_cmd,$(2))" --fetch "binaries=go list -deps $(2) >/dev/null" $(1)
 
 .PHONY: help
 help: ## Show this help
@@ -34,7 +35,7 @@ help: ## Show this help
 .PHONY: build
 build: ## Build every binary into bin/
 	@mkdir -p $(BIN_DIR)
-	$(BUILD_CMD)
+	$(call build_cmd,$(BIN_PKGS))
 
 .PHONY: plugin
 plugin: ## Build kubectl-aicr for linux/darwin x amd64/arm64 into dist/ with a krew manifest (VERSION=v1.2.3)
@@ -46,12 +47,12 @@ docs-cli: ## Regenerate docs/cli.md from the plugin's help (a test fails when it
 
 .PHONY: demo
 demo: ## The main job: the local stack rolls the example GPU-stack bundle out, live; Ctrl-C stops it
-	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BUILD_CMD) ./e2e/cmd/aicr-demo)); \
+	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
 	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR)
 
 .PHONY: demo-check
 demo-check: ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason
-	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BUILD_CMD) ./e2e/cmd/aicr-demo)); \
+	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
 	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) --check
 
 .PHONY: tools
@@ -61,7 +62,7 @@ tools: ## Build every tool into the user cache and install the Debian packages t
 .PHONY: test
 test: ## Run every tier: unit, integration (real kube-apiserver) and e2e (real Argo CD)
 	@start=$$SECONDS; \
-	bin=$$($(call tools_bin,$(TEST_TOOLS),$(BUILD_CMD))); \
+	bin=$$($(call tools_bin,$(TEST_TOOLS),$(BIN_PKGS))); \
 	echo "tools and binaries ready in $$((SECONDS-start))s ($$bin)"; \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e $(call pkgs,$(MODULES))
 
@@ -77,7 +78,7 @@ test-integration: ## Run unit and integration tiers (real etcd and kube-apiserve
 
 .PHONY: e2e
 e2e: ## Run the e2e tier (real Argo CD v3.4.2 on the local stack)
-	@bin=$$($(call tools_bin,$(TEST_TOOLS),$(BUILD_CMD))); \
+	@bin=$$($(call tools_bin,$(TEST_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e ./e2e/...
 
 .PHONY: test-%
@@ -131,7 +132,7 @@ images: ## Build the five images and the plugin's with docker (IMAGE_REGISTRY, I
 
 .PHONY: bench
 bench: ## Measure the performance figures of README.md (real kube-apiserver and NATS, no Argo CD; 6 to 15 min)
-	@bin=$$($(call tools_bin,$(BENCH_TOOLS),$(BUILD_CMD))); \
+	@bin=$$($(call tools_bin,$(BENCH_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench . -benchtime 1x -timeout 45m ./e2e/bench
 
 .PHONY: fuzz-long
@@ -140,5 +141,5 @@ fuzz-long: ## Run each fuzz target for FUZZ_LONG_TIME (10m by default), a soak b
 
 .PHONY: chaos
 chaos: ## Rollouts while binaries, nats-server and the kube-apiserver are SIGKILLed (~5 min; CHAOS_FLAGS='-chaos.rollouts=50 -chaos.seed=7')
-	@bin=$$($(call tools_bin,$(CHAOS_TOOLS),$(BUILD_CMD))); \
+	@bin=$$($(call tools_bin,$(CHAOS_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-30m} -tags chaos -v ./e2e/chaos $(CHAOS_FLAGS)

@@ -3,21 +3,23 @@
 # the repository (CI runs in a fresh clone on the same machine; the cache survives there), and
 # installs the Debian packages the tests run (redis-server, docker-compose, gcc for `go test -race`).
 #
-#   hack/tools.sh ensure [--with LABEL=CMD]... [TOOL...]  build what is missing (every tool when none is named)
-#   hack/tools.sh bindir [--with LABEL=CMD]... [TOOL...]  ensure, then print a folder holding the tools' binaries
-#   hack/tools.sh path TOOL                               print the cache folder of a tool (never builds)
-#   hack/tools.sh list                                     print the tool names
+#   hack/tools.sh ensure [--with LABEL=CMD [--fetch LABEL=CMD]]... [TOOL...]
+#                             build what is missing (every tool when none is named)
+#   hack/tools.sh bindir ...  the same, then print a folder holding the tools' binaries
+#   hack/tools.sh path TOOL   print the cache folder of a tool (never builds)
+#   hack/tools.sh list        print the tool names
 #
 # TOOL: etcd kube-apiserver kube-controller-manager kube-scheduler (kube: all three) kwok helm
 # registry argocd controller-gen nats-server redis docker-compose gcc.
 #
 # Missing tools build side by side: module downloads and apt installs at once, at most
 # AICR_TOOLS_JOBS compiles (2 by default), the longest first. --with runs CMD (bash -c) as one more
-# compile job beside them, e.g. the project's own `go build` while the tools download. A terminal
-# gets one progress line that updates in place (what runs, n of m done, elapsed, an estimate of what
-# is left from the build times kept in $CACHE/.times, else built-in ones); anything else gets plain
-# lines. The builds' own output (`go: downloading ...`) goes to one log per job in a folder whose
-# path is printed; a failed job prints the end of its log.
+# compile job beside them, ahead of the tools' (e.g. the project's own `go build`); --fetch gives
+# it a download stage that runs with the tools' downloads. A terminal gets one progress line that
+# updates in place (what runs, n of m done, elapsed, an estimate of what is left from the times kept
+# in $CACHE/.times, else built-in ones); anything else gets plain lines. The builds' own output
+# (`go: downloading ...`) goes to one log per job in a folder whose path is printed; a failed job
+# prints the end of its log.
 #
 # Cache: ${AICR_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aicr-operator/tools}/<tool>-<version>[-<recipe>]/
 # A per-tool flock makes concurrent runs wait for one build instead of starting a second one.
@@ -381,12 +383,12 @@ fmt_left() { # SECONDS -> ~40s, ~9m
 # ---- the scheduler ------------------------------------------------------------------------------
 
 # Jobs, one per tool folder to build and one per --with command: parallel arrays indexed by job.
-J_LABEL=() J_GROUP=() J_COMPS=() J_KIND=() J_CMD=() J_EST=() J_KEY=() J_FIRST=()
+J_LABEL=() J_GROUP=() J_COMPS=() J_KIND=() J_CMD=() J_FETCH=() J_EST=() J_KEY=() J_FIRST=()
 J_STATE=() J_PID=() J_FD=() J_LOG=() J_STAGE_START=() J_ACTIVE=()
 
 add_job() { # LABEL GROUP COMPS KIND CMD KEY [first]   (first: compiles before every other job)
   local i=${#J_LABEL[@]}
-  J_LABEL[i]=$1 J_GROUP[i]=$2 J_COMPS[i]=$3 J_KIND[i]=$4 J_CMD[i]=$5 J_KEY[i]=$6 J_FIRST[i]=${7:-}
+  J_LABEL[i]=$1 J_GROUP[i]=$2 J_COMPS[i]=$3 J_KIND[i]=$4 J_CMD[i]=$5 J_KEY[i]=$6 J_FIRST[i]=${7:-} J_FETCH[i]=""
   J_EST[i]=$(estimate "$6" "${2:-$1}" "$3")
   J_STATE[i]=new J_PID[i]="" J_FD[i]="" J_LOG[i]="" J_STAGE_START[i]="" J_ACTIVE[i]=0
 }
@@ -407,6 +409,10 @@ event() {
   if [ "$TTY" = 1 ] && [ "$DRAWN" = 1 ]; then printf '\r\033[K' >&2; DRAWN=0; fi
   printf '[tools] %s\n' "$*" >&2
 }
+
+# prio I: the order compiles start in: --with commands first (what the caller runs next), then
+# the longest job.
+prio() { if [ "${J_KIND[$1]}" = cmd ]; then echo $((1000000 + J_EST[$1])); else echo "${J_EST[$1]}"; fi; }
 
 # active I NOW: the seconds job I has run so far (its stages, not its wait for a compile slot).
 active() {
@@ -479,7 +485,9 @@ spawn() {
   echo "== $stage started at $(date +%T)" >>"${J_LOG[i]}"
   local launcher=()
   if command -v setsid >/dev/null 2>&1; then launcher=(setsid); fi
-  AICR_TOOLS_CLOSE_FDS=$close RUN_DIR=$RUN_DIR "${launcher[@]}" "$SELF" _stage "$stage" "${J_GROUP[i]}" "${J_COMPS[i]}" "${J_CMD[i]}" \
+  local command=${J_CMD[i]}
+  [ "$stage" != fetch ] || command=${J_FETCH[i]}
+  AICR_TOOLS_CLOSE_FDS=$close RUN_DIR=$RUN_DIR "${launcher[@]}" "$SELF" _stage "$stage" "${J_GROUP[i]}" "${J_COMPS[i]}" "$command" \
     >>"${J_LOG[i]}" 2>&1 </dev/null &
   J_PID[i]=$!
 }
@@ -549,7 +557,10 @@ run_jobs() {
     # take the locks we can; a tool another run is building waits for that run
     for i in "${!J_LABEL[@]}"; do
       case "${J_STATE[i]}" in new | locked) ;; *) continue ;; esac
-      if [ "${J_KIND[i]}" = cmd ]; then J_STATE[i]=ready-build; continue; fi
+      if [ "${J_KIND[i]}" = cmd ]; then
+        if [ -n "${J_FETCH[i]}" ]; then J_STATE[i]=ready-fetch; else J_STATE[i]=ready-build; fi
+        continue
+      fi
       d=$(dir_of "${J_GROUP[i]}")
       if [ -z "${J_FD[i]}" ]; then mkdir -p "$CACHE"; exec {fd}>"$d.lock"; J_FD[i]=$fd; fi
       if flock -n "${J_FD[i]}"; then
@@ -608,7 +619,7 @@ run_jobs() {
       for i in "${!J_LABEL[@]}"; do
         [ "${J_STATE[i]}" = ready-build ] || continue
         [ -z "$first" ] || [ "$i" = "$first" ] || continue
-        if [ -z "$best" ] || [ "${J_EST[i]}" -gt "${J_EST[best]}" ]; then best=$i; fi
+        if [ -z "$best" ] || [ "$(prio "$i")" -gt "$(prio "$best")" ]; then best=$i; fi
       done
       [ -n "$best" ] || break
       spawn "$best" build; running=$((running + 1))
@@ -645,11 +656,22 @@ plan() {
 
 # stage STAGE GROUP COMPS CMD: one stage of one job, in its own process (see spawn).
 stage() {
-  local st=$1 group=$2 fd
-  comps=$3
+  local fd rc=0
   for fd in ${AICR_TOOLS_CLOSE_FDS:-}; do eval "exec $fd>&-"; done
+  # in the background, so that errexit holds in the recipes
+  stage_work "$@" &
+  wait $! || rc=$?
+  # the CPU time (user, system) the stage's processes took: a figure that depends less on what
+  # else the machine runs than the elapsed time does
+  echo "== cpu $(times | tail -n 1)"
+  return "$rc"
+}
+
+stage_work() {
+  local st=$1 group=$2
+  comps=$3
   case "$group" in
-    "") exec bash -c "$4" ;;
+    "") bash -c "$4"; return ;;
     std) build_std; return ;;
   esac
   d=$(dir_of "$group")
@@ -663,11 +685,13 @@ stage() {
 }
 
 cmd=${1:-ensure}; shift || true
-withs=()
+withs=() fetches=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --with) withs+=("$2"); shift 2 ;;
     --with=*) withs+=("${1#--with=}"); shift ;;
+    --fetch) fetches+=("$2"); shift 2 ;;
+    --fetch=*) fetches+=("${1#--fetch=}"); shift ;;
     *) break ;;
   esac
 done
@@ -677,7 +701,7 @@ case "$cmd" in
   list) printf '%s\n' kube "${ALL_TOOLS[@]}"; exit ;;
   path) dir_of "$(group_of "${1:?usage: hack/tools.sh path TOOL}")"; exit ;;
   ensure | bindir) ;;
-  *) log "usage: hack/tools.sh ensure|bindir [--with LABEL=CMD]... [TOOL...] | path TOOL | list"; exit 2 ;;
+  *) log "usage: hack/tools.sh ensure|bindir [--with LABEL=CMD [--fetch LABEL=CMD]]... [TOOL...] | path TOOL | list"; exit 2 ;;
 esac
 
 [ $# -gt 0 ] || set -- "${ALL_TOOLS[@]}"
@@ -692,7 +716,11 @@ else
   if printf '%s\n' "${J_KIND[@]}" | grep -qx go; then
     add_job stdlib std "" cmd "" "with:stdlib" first
   fi
-  for w in "${withs[@]}"; do label=${w%%=*}; add_job "$label" "" "" cmd "${w#*=}" "with:${label// /-}"; done
+  for w in "${withs[@]}"; do
+    label=${w%%=*}
+    add_job "$label" "" "" cmd "${w#*=}" "with:${label// /-}"
+    for f in "${fetches[@]}"; do [ "${f%%=*}" != "$label" ] || J_FETCH[${#J_LABEL[@]} - 1]=${f#*=}; done
+  done
   run_jobs
 fi
 

@@ -105,30 +105,61 @@ func (s *screen) String() string {
 	return s.buf.String()
 }
 
-// waitFor polls the screen until re matches, failing the test at the deadline.
-func (s *screen) waitFor(t *testing.T, re *regexp.Regexp, what string) {
+// process is a started hack/tools.sh.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once it exited; err is its result
+	err    error
+}
+
+func start(t *testing.T, cmd *exec.Cmd) *process {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, exited: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+// wait waits for the process with a deadline and returns its error.
+func (p *process) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(runTimeout):
+		t.Fatalf("hack/tools.sh did not finish within %s", runTimeout)
+		return nil
+	}
+}
+
+// waitFor polls the screen until re matches; it fails the test at the deadline or when p exited
+// without printing it.
+func (s *screen) waitFor(t *testing.T, p *process, re *regexp.Regexp, what string) {
 	t.Helper()
 	deadline := time.Now().Add(runTimeout)
 	for !re.MatchString(s.String()) {
+		select {
+		case <-p.exited:
+			if re.MatchString(s.String()) {
+				return
+			}
+			t.Fatalf("hack/tools.sh exited (%v) without a %s (want %s); got:\n%q", p.err, what, re, s.String())
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s on the screen within %s (want %s); got:\n%q", what, runTimeout, re, s.String())
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// wait waits for cmd with a deadline and returns its error.
-func wait(t *testing.T, cmd *exec.Cmd) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(runTimeout):
-		_ = cmd.Process.Kill()
-		t.Fatalf("hack/tools.sh did not finish within %s", runTimeout)
-		return nil
 	}
 }
 
@@ -154,14 +185,12 @@ func TestPlainLinesWithoutATerminal(t *testing.T) {
 	r.open(t, "fetch-etcd")
 	var stdout, stderr screen
 	cmd := r.command(t, &stdout, &stderr, []string{"FAKE_GATE=" + r.gate, "AICR_TOOLS_HEARTBEAT=1"},
-		"bindir", "--with", "binaries=touch "+mark, "etcd", "helm")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+		"bindir", "--with", "binaries=touch "+mark, "--fetch", "binaries=echo fetched the modules of the binaries", "etcd", "helm")
+	p := start(t, cmd)
 	// etcd's build waits at its gate until a status line shows it building
-	stderr.waitFor(t, regexp.MustCompile(`(?m)^\[tools [0-3]/4\] building [^;\n]*\betcd [0-9]+s;[^\n]* elapsed, ~[0-9]+[sm] left\n`), "status line with etcd building")
+	stderr.waitFor(t, p, regexp.MustCompile(`(?m)^\[tools [0-3]/4\] building [^;\n]*\betcd [0-9]+s;[^\n]* elapsed, ~[0-9]+[sm] left\n`), "status line with etcd building")
 	r.open(t, "build-etcd")
-	if err := wait(t, cmd); err != nil {
+	if err := p.wait(t); err != nil {
 		t.Fatalf("hack/tools.sh: %v\n%s", err, stderr.String())
 	}
 
@@ -184,6 +213,9 @@ func TestPlainLinesWithoutATerminal(t *testing.T) {
 	}
 	if log, err := os.ReadFile(filepath.Join(m[1], "etcd.log")); err != nil || !strings.Contains(string(log), "go: downloading go.etcd.io/etcd/server/v3") {
 		t.Errorf("etcd's log in %s: %q, %v; want the go noise", m[1], log, err)
+	}
+	if log, err := os.ReadFile(filepath.Join(m[1], "binaries.log")); err != nil || !strings.Contains(string(log), "fetched the modules of the binaries") {
+		t.Errorf("the binaries' log in %s: %q, %v; want the output of its --fetch command", m[1], log, err)
 	}
 	var finished []string
 	for _, l := range lines {
@@ -216,10 +248,8 @@ func TestPlainLinesWithoutATerminal(t *testing.T) {
 	}
 	var stdout2, stderr2 screen
 	cmd = r.command(t, &stdout2, &stderr2, nil, "bindir", "--with", "binaries=touch "+mark, "etcd", "helm")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait(t, cmd); err != nil {
+	p = start(t, cmd)
+	if err := p.wait(t); err != nil {
 		t.Fatalf("second run: %v\n%s", err, stderr2.String())
 	}
 	if stderr2.String() != "" {
@@ -254,16 +284,14 @@ func TestOneLineUpdatedInPlaceOnATerminal(t *testing.T) {
 		}
 	}()
 	cmd := r.command(t, &stdout, slave, []string{"FAKE_GATE=" + r.gate, "TERM=xterm"}, "bindir", "etcd", "helm")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := start(t, cmd)
 	slave.Close()
 
-	tty.waitFor(t, regexp.MustCompile(`\r\x1b\[K\[tools [01]/3\] [^\r\n]*downloading [^\r\n]*etcd`), "progress line with etcd downloading")
+	tty.waitFor(t, p, regexp.MustCompile(`\r\x1b\[K\[tools [01]/3\] [^\r\n]*downloading [^\r\n]*etcd`), "progress line with etcd downloading")
 	r.open(t, "fetch-etcd")
-	tty.waitFor(t, regexp.MustCompile(`\r\x1b\[K\[tools [0-2]/3\] building etcd [0-9]+s`), "progress line with etcd building")
+	tty.waitFor(t, p, regexp.MustCompile(`\r\x1b\[K\[tools [0-2]/3\] building etcd [0-9]+s`), "progress line with etcd building")
 	r.open(t, "build-etcd")
-	if err := wait(t, cmd); err != nil {
+	if err := p.wait(t); err != nil {
 		t.Fatalf("hack/tools.sh: %v\n%q", err, tty.String())
 	}
 	<-copied
@@ -307,10 +335,8 @@ func TestAFailedBuildPrintsTheEndOfItsLog(t *testing.T) {
 	r := newRun(t)
 	var stdout, stderr screen
 	cmd := r.command(t, &stdout, &stderr, []string{"FAKE_FAIL=1"}, "ensure", "helm")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err := wait(t, cmd)
+	p := start(t, cmd)
+	err := p.wait(t)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("hack/tools.sh = %v, want exit 1\n%s", err, stderr.String())
@@ -344,10 +370,8 @@ func TestWaitsForTheBuildOfAnotherRun(t *testing.T) {
 	var stdout, stderr screen
 	// no gate is ever opened: a second build of etcd would hang and fail
 	cmd := r.command(t, &stdout, &stderr, []string{"FAKE_GATE=" + r.gate}, "bindir", "etcd")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stderr.waitFor(t, regexp.MustCompile(`(?m)^\[tools\] etcd: another run is building it; waiting for that run$`), "waiting line")
+	p := start(t, cmd)
+	stderr.waitFor(t, p, regexp.MustCompile(`(?m)^\[tools\] etcd: another run is building it; waiting for that run$`), "waiting line")
 
 	// the other run finishes: the binary in place, the build marked done, the lock released
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
@@ -362,7 +386,7 @@ func TestWaitsForTheBuildOfAnotherRun(t *testing.T) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_UN); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait(t, cmd); err != nil {
+	if err := p.wait(t); err != nil {
 		t.Fatalf("hack/tools.sh: %v\n%s", err, stderr.String())
 	}
 	if out := stderr.String(); !strings.Contains(out, "[tools] etcd: built meanwhile by another run\n") {
