@@ -661,9 +661,10 @@ stage() {
   # in the background, so that errexit holds in the recipes
   stage_work "$@" &
   wait $! || rc=$?
-  # the CPU time (user, system) the stage's processes took: a figure that depends less on what
-  # else the machine runs than the elapsed time does
-  echo "== cpu $(times | tail -n 1)"
+  # the CPU time the stage's processes took, a figure that depends less on what else the machine
+  # runs than the elapsed time does (times runs here, not in a subshell, which would count none)
+  echo "== cpu (user system) of this shell, then of its processes:"
+  times
   return "$rc"
 }
 
