@@ -330,20 +330,23 @@ fi
 
 # ---- estimates: seconds a job takes, from $CACHE/.times (earlier builds here) or built in -------
 
-# Measured on 2 shared cores with empty Go caches, two compiles at a time (docs/testing.md).
+# A job's download and compile, measured on 2 cores shared with other builds (load average about 16)
+# with empty Go caches, two compiles at a time (docs/testing.md); the kube split follows the
+# packages each binary adds.
 builtin_estimate() { # GROUP COMPS
   case "$1" in
-    etcd) echo 110 ;;
+    etcd) echo 85 ;;
     kube) local s=0 c
-      for c in $2; do case "$c" in kube-apiserver) s=$((s + 560)) ;; kube-controller-manager) s=$((s + 150)) ;; *) s=$((s + 40)) ;; esac; done
+      for c in $2; do case "$c" in kube-apiserver) s=$((s + 840)) ;; kube-controller-manager) s=$((s + 130)) ;; *) s=$((s + 40)) ;; esac; done
       echo $s ;;
-    argocd) echo 450 ;;
-    helm) echo 150 ;;
-    kwok) echo 130 ;;
-    registry) echo 120 ;;
-    controller-gen) echo 40 ;;
-    nats-server) echo 40 ;;
-    std) echo 40 ;;
+    argocd) echo 490 ;;
+    helm) echo 170 ;;
+    kwok) echo 170 ;;
+    registry) echo 195 ;;
+    controller-gen) echo 60 ;;
+    nats-server) echo 60 ;;
+    std) echo 180 ;;
+    binaries) echo 400 ;;
     redis | docker-compose | gcc) echo 30 ;;
     *) echo 120 ;;
   esac

@@ -177,7 +177,7 @@ func TestPlainLinesWithoutATerminal(t *testing.T) {
 	if err := os.MkdirAll(r.cache, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	times := "etcd-v3.6.16:etcd 100\nhelm-v3.19.5:helm 200\nwith:binaries 60\n"
+	times := "etcd-v3.6.16:etcd 100\nhelm-v3.19.5:helm 200\nwith:binaries 60\nwith:stdlib 40\n"
 	if err := os.WriteFile(filepath.Join(r.cache, ".times"), []byte(times), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +202,8 @@ func TestPlainLinesWithoutATerminal(t *testing.T) {
 		t.Errorf("the builds' own output reached the screen:\n%s", out)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	// etcd 100 s, binaries 60 s and the standard library's built-in 40 s on one slot, helm 200 s
-	// on the other: 200 s, about 4 minutes
+	// etcd 100 s, binaries 60 s and the standard library 40 s on one slot, helm 200 s on the
+	// other: 200 s, about 4 minutes
 	if want := "[tools] building etcd, helm, stdlib, binaries (4 jobs, 2 compiles at a time; about 4m)"; lines[0] != want {
 		t.Errorf("first line = %q, want %q", lines[0], want)
 	}
