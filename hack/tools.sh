@@ -330,23 +330,22 @@ fi
 
 # ---- estimates: seconds a job takes, from $CACHE/.times (earlier builds here) or built in -------
 
-# A job's download and compile, measured on 2 cores shared with other builds (load average about 16)
-# with empty Go caches, two compiles at a time (docs/testing.md); the kube split follows the
-# packages each binary adds.
+# A job's download and compile, measured on 2 cores with empty Go caches, two compiles at a time
+# (docs/testing.md, run 3); the kube split follows the packages each binary adds.
 builtin_estimate() { # GROUP COMPS
   case "$1" in
-    etcd) echo 85 ;;
+    etcd) echo 40 ;;
     kube) local s=0 c
-      for c in $2; do case "$c" in kube-apiserver) s=$((s + 840)) ;; kube-controller-manager) s=$((s + 130)) ;; *) s=$((s + 40)) ;; esac; done
+      for c in $2; do case "$c" in kube-apiserver) s=$((s + 490)) ;; kube-controller-manager) s=$((s + 80)) ;; *) s=$((s + 30)) ;; esac; done
       echo $s ;;
-    argocd) echo 490 ;;
-    helm) echo 170 ;;
-    kwok) echo 170 ;;
-    registry) echo 195 ;;
-    controller-gen) echo 60 ;;
-    nats-server) echo 60 ;;
-    std) echo 180 ;;
-    binaries) echo 400 ;;
+    argocd) echo 325 ;;
+    helm) echo 100 ;;
+    kwok) echo 105 ;;
+    registry) echo 105 ;;
+    controller-gen) echo 40 ;;
+    nats-server) echo 40 ;;
+    std) echo 60 ;;
+    binaries) echo 230 ;;
     redis | docker-compose | gcc) echo 30 ;;
     *) echo 120 ;;
   esac
