@@ -9,11 +9,24 @@ SERVICES := planner applier readiness credrefresher admission
 BIN_DIR ?= $(CURDIR)/bin
 GO_TEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 25m
-# Tools the integration tier needs (real etcd + kube-apiserver); the e2e tier adds Argo CD.
-INTEGRATION_TOOLS := etcd kube kwok helm controller-gen nats-server
-E2E_TOOLS := etcd kube kwok helm registry argocd redis controller-gen nats-server
-tools_bin = $(shell hack/tools.sh bindir $(1))
+# The tools (hack/tools.sh names) each target starts, and no more: the local stack runs etcd, the
+# three kube binaries (kwok needs the controller-manager and the scheduler), kwok, Argo CD's
+# controller and repo-server (with redis) and the registry, and renders the chart's RBAC with helm;
+# the tests add nats-server (the chart's NATS, e2e/charttest), docker-compose (e2e/deploy) and gcc
+# (cgo, for -race); bench and chaos run only the apiserver, chaos a nats-server process.
+DEMO_TOOLS := etcd kube kwok helm registry argocd redis
+TEST_TOOLS := $(DEMO_TOOLS) nats-server docker-compose gcc
+INTEGRATION_TOOLS := etcd kube kwok helm nats-server docker-compose gcc
+BENCH_TOOLS := etcd kube-apiserver gcc
+CHAOS_TOOLS := etcd kube-apiserver nats-server helm gcc
 pkgs = $(foreach m,$(1),./$(m)/...)
+BIN_PKGS := $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
+# build_cmd PKGS: with the images' build flags (deploy/Dockerfile), which are also the tools', so
+# the standard library compiles once for both
+build_cmd = CGO_ENABLED=0 go build -trimpath -o $(BIN_DIR)/ $(1)
+# tools_bin TOOLS,PKGS: build the missing tools and, beside them, the binaries of PKGS (their
+# modules download with the tools'); print the tools' folder
+tools_bin = mkdir -p $(BIN_DIR) && hack/tools.sh bindir --with "binaries=$(call build_cmd,$(2))" --fetch "binaries=go list -deps $(2) >/dev/null" $(1)
 
 .PHONY: help
 help: ## Show this help
@@ -22,7 +35,7 @@ help: ## Show this help
 .PHONY: build
 build: ## Build every binary into bin/
 	@mkdir -p $(BIN_DIR)
-	go build -o $(BIN_DIR)/ $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
+	$(call build_cmd,$(BIN_PKGS))
 
 .PHONY: plugin
 plugin: ## Build kubectl-aicr for linux/darwin x amd64/arm64 into dist/ with a krew manifest (VERSION=v1.2.3)
@@ -33,28 +46,29 @@ docs-cli: ## Regenerate docs/cli.md from the plugin's help (a test fails when it
 	go test -count=1 ./cli/internal/app -run TestCLIReferenceIsCurrent -update
 
 .PHONY: demo
-demo: build ## The main job: the local stack rolls the example GPU-stack bundle out, live; Ctrl-C stops it
-	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
-	AICR_TOOLS_BIN=$$bin go run ./e2e/cmd/aicr-demo --bin-dir $(BIN_DIR)
+demo: ## The main job: the local stack rolls the example GPU-stack bundle out, live; Ctrl-C stops it
+	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
+	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR)
 
 .PHONY: demo-check
-demo-check: build ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason
-	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
-	AICR_TOOLS_BIN=$$bin go run ./e2e/cmd/aicr-demo --bin-dir $(BIN_DIR) --check
+demo-check: ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason
+	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
+	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) --check
 
 .PHONY: tools
-tools: ## Build the test and local-stack tools into the user cache (slow once, then cached)
+tools: ## Build every tool into the user cache and install the Debian packages the tests run (slow once)
 	hack/tools.sh ensure
 
 .PHONY: test
-test: build ## Run every tier: unit, integration (real kube-apiserver) and e2e (real Argo CD)
+test: ## Run every tier: unit, integration (real kube-apiserver) and e2e (real Argo CD)
 	@start=$$SECONDS; \
-	bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
-	echo "tools ready in $$((SECONDS-start))s ($$bin)"; \
+	bin=$$($(call tools_bin,$(TEST_TOOLS),$(BIN_PKGS))); \
+	echo "tools and binaries ready in $$((SECONDS-start))s ($$bin)"; \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e $(call pkgs,$(MODULES))
 
 .PHONY: test-unit
 test-unit: ## Run the unit tier (no outside processes)
+	@hack/tools.sh ensure gcc
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(call pkgs,$(MODULES))
 
 .PHONY: test-integration
@@ -63,12 +77,13 @@ test-integration: ## Run unit and integration tiers (real etcd and kube-apiserve
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration $(call pkgs,$(MODULES))
 
 .PHONY: e2e
-e2e: build ## Run the e2e tier (real Argo CD v3.4.2 on the local stack)
-	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
+e2e: ## Run the e2e tier (real Argo CD v3.4.2 on the local stack)
+	@bin=$$($(call tools_bin,$(TEST_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e ./e2e/...
 
 .PHONY: test-%
 test-%: ## Run one module's unit tests (test-planner, test-shared, ...)
+	@hack/tools.sh ensure gcc
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./$*/...
 
 .PHONY: lint
@@ -116,8 +131,8 @@ images: ## Build the five images and the plugin's with docker (IMAGE_REGISTRY, I
 	docker build -f deploy/Dockerfile --build-arg BINARY=cli --build-arg PACKAGE=./cmd/kubectl-aicr -t $${IMAGE_REGISTRY:-aicr-operator}/kubectl-aicr:$${IMAGE_TAG:-dev} .
 
 .PHONY: bench
-bench: build ## Measure the performance figures of README.md (real kube-apiserver and NATS, no Argo CD; 6 to 15 min)
-	@bin=$$(hack/tools.sh bindir $(INTEGRATION_TOOLS)); \
+bench: ## Measure the performance figures of README.md (real kube-apiserver and NATS, no Argo CD; 6 to 15 min)
+	@bin=$$($(call tools_bin,$(BENCH_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench . -benchtime 1x -timeout 45m ./e2e/bench
 
 .PHONY: fuzz-long
@@ -125,6 +140,6 @@ fuzz-long: ## Run each fuzz target for FUZZ_LONG_TIME (10m by default), a soak b
 	@hack/fuzz.sh $${FUZZ_LONG_TIME:-10m}
 
 .PHONY: chaos
-chaos: build ## Rollouts while binaries, nats-server and the kube-apiserver are SIGKILLed (~5 min; CHAOS_FLAGS='-chaos.rollouts=50 -chaos.seed=7')
-	@bin=$$(hack/tools.sh bindir etcd kube argocd nats-server helm); \
+chaos: ## Rollouts while binaries, nats-server and the kube-apiserver are SIGKILLed (~5 min; CHAOS_FLAGS='-chaos.rollouts=50 -chaos.seed=7')
+	@bin=$$($(call tools_bin,$(CHAOS_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-30m} -tags chaos -v ./e2e/chaos $(CHAOS_FLAGS)

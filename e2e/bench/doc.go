@@ -10,7 +10,7 @@
 //
 // which is, after make build:
 //
-//	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube kwok helm registry argocd redis controller-gen) \
+//	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube-apiserver) \
 //	AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$PWD/bin \
 //	go test -tags bench -run '^$' -bench . -benchtime 1x -timeout 20m ./e2e/bench
 package bench

@@ -67,24 +67,30 @@ func (e *MissingToolsError) Error() string {
 func (e *MissingToolsError) Unwrap() error { return ErrToolsMissing }
 
 // toolBinaries maps hack/tools.sh tool names to the binaries (or folders) testenv uses from them.
+// The three kube binaries are separate tools (one build folder): an environment without
+// workloads needs only the apiserver.
 var toolBinaries = map[string][]string{
-	"etcd":     {"etcd"},
-	"kube":     {"kube-apiserver", "kube-controller-manager", "kube-scheduler"},
-	"kwok":     {"kwok", "stages"},
-	"argocd":   {"argocd"},
-	"redis":    {"redis-server"},
-	"helm":     {"helm"},
-	"registry": {"registry"},
+	"etcd":                    {"etcd"},
+	"kube-apiserver":          {"kube-apiserver"},
+	"kube-controller-manager": {"kube-controller-manager"},
+	"kube-scheduler":          {"kube-scheduler"},
+	"kwok":                    {"kwok", "stages"},
+	"argocd":                  {"argocd"},
+	"redis":                   {"redis-server"},
+	"helm":                    {"helm"},
+	"registry":                {"registry"},
 }
 
 // neededTools returns the hack/tools.sh tools and the binaries opts needs, in a stable order.
 func neededTools(opts Options) (tools, binaries []string) {
-	tools = []string{"etcd", "kube"}
+	tools = []string{"etcd", "kube-apiserver"}
 	binaries = []string{"etcd", "kube-apiserver"}
 	if opts.ControllerManager {
+		tools = append(tools, "kube-controller-manager")
 		binaries = append(binaries, "kube-controller-manager")
 	}
 	if opts.Scheduler {
+		tools = append(tools, "kube-scheduler")
 		binaries = append(binaries, "kube-scheduler")
 	}
 	if opts.Kwok {

@@ -18,17 +18,17 @@ func TestNeededToolsFollowTheOptions(t *testing.T) {
 	}{
 		"bare control plane": {
 			opts:         Options{},
-			wantTools:    []string{"etcd", "kube"},
+			wantTools:    []string{"etcd", "kube-apiserver"},
 			wantBinaries: []string{"etcd", "kube-apiserver"},
 		},
 		"kwok brings controllers": {
 			opts:         Options{Kwok: true}.withDefaults(),
-			wantTools:    []string{"etcd", "kube", "kwok"},
+			wantTools:    []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"},
 			wantBinaries: []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "stages"},
 		},
 		"argo cd and registry share helm": {
 			opts:         Options{ArgoCD: true, Registry: true},
-			wantTools:    []string{"argocd", "etcd", "helm", "kube", "redis", "registry"},
+			wantTools:    []string{"argocd", "etcd", "helm", "kube-apiserver", "redis", "registry"},
 			wantBinaries: []string{"argocd", "etcd", "helm", "kube-apiserver", "redis-server", "registry"},
 		},
 	} {

@@ -564,7 +564,7 @@ func (p *countingPublisher) Publish(_ context.Context, _, _ string, m bus.Envelo
 // (cache=on) or with a GET per write (cache=off), and reports the API requests per write. Every
 // command is a changed write: 64 releases alternate between two plans.
 //
-//	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube) go test -tags integration -run '^$' -bench ApplyWrites ./applier/internal/appwriter
+//	AICR_TOOLS_BIN=$(hack/tools.sh bindir etcd kube-apiserver) go test -tags integration -run '^$' -bench ApplyWrites ./applier/internal/appwriter
 func BenchmarkApplyWrites(b *testing.B) {
 	for _, cached := range []bool{false, true} {
 		for _, workers := range []int{1, 4, 16} {
