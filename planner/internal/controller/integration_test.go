@@ -169,7 +169,7 @@ func (h *harness) answer(c *command) {
 	if c.remove != nil {
 		return
 	}
-	v := &bus.ReleaseVerdict{Runtime: "cluster", Release: c.release, StepID: c.step.ID, Ready: true,
+	v := &bus.ReleaseVerdict{Runtime: "cluster", Release: c.release, StepID: c.step.ID, PlanDigest: c.apply.PlanDigest, Ready: true,
 		Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed}}}
 	if err := h.pub.Publish(ctx, bus.VerdictSubject("cluster", c.release), c.step.ID+"/ready", v); err != nil {
 		h.t.Fatal(err)

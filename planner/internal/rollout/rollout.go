@@ -387,7 +387,8 @@ func timeoutMessage(s *v1alpha1.Step, timeout time.Duration) string {
 	case s.State == v1alpha1.StepBlocked:
 		return fmt.Sprintf("still blocked (%s) at the action timeout %s: %s", s.Reason, timeout, s.Message)
 	case s.Reason == v1alpha1.ReasonSpecDrifted:
-		return fmt.Sprintf("the Application was edited during its step (SpecDrifted) and was not ready within the action timeout %s: %s", timeout, s.Message)
+		msg, _, _ := strings.Cut(s.Message, "; undo the edit")
+		return fmt.Sprintf("%s: SpecDrifted, and the edit was not undone within the action timeout %s", msg, timeout)
 	case s.Action == v1alpha1.ActionRemove:
 		return fmt.Sprintf("the Application was not removed within the action timeout %s", timeout)
 	}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -560,7 +561,7 @@ func TestVerdictNoteOnlyChangesOnlyVerdictAndMessage(t *testing.T) {
 			Advance(r, env(t0))
 			s := Step(r, 1)
 			s.State = state
-			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, 1), Ready: ready,
+			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: ready,
 				Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FenceOpen, Message: "Progressing"}}}
 			note := VerdictNoteOnly(r, v)
 			before := r.DeepCopy()
@@ -607,4 +608,115 @@ func TestReadyVerdictKeepsFenceStatesOnly(t *testing.T) {
 	if v.Fences[0].Message != "Synced at 1.2.3" {
 		t.Errorf("the message of the verdict itself was changed")
 	}
+}
+
+// A hand edit of the release in flight never passes its step: a ready verdict judged before
+// the edit was seen does not succeed it (verdicts and drift reports may arrive out of order;
+// resourceVersions order them), one judged after it does, and an edit not undone fails the
+// rollout at the action timeout naming the drift.
+func TestSpecDriftedStep(t *testing.T) {
+	drift := func(rv string, kinds ...string) *bus.DriftReport {
+		return &bus.DriftReport{Release: "a", Kinds: kinds, Fields: []string{".spec.source.helm.valuesObject.logLevel"}, ResourceVersion: rv}
+	}
+	readyAt := func(r *v1alpha1.RuntimeRollout, rv string) *bus.ReleaseVerdict {
+		v := ready(r, 1)
+		v.Observed.ResourceVersion = rv
+		return v
+	}
+	edited := func(t *testing.T) *v1alpha1.RuntimeRollout {
+		t.Helper()
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+		Advance(r, env(t0))
+		if dec := ObserveDrift(r, drift("10", bus.DriftValues), t0); dec.Action != DriftRecorded {
+			t.Fatalf("the edit was not recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonSpecDrifted || s.DriftResourceVersion != "10" {
+			t.Fatalf("step %s/%s drift rv %q, want SpecDrifted at 10", s.State, s.Reason, s.DriftResourceVersion)
+		}
+		return r
+	}
+	t.Run("a ready verdict judged before the edit does not succeed the step", func(t *testing.T) {
+		r := edited(t)
+		ObserveVerdict(r, readyAt(r, "9"), t0)
+		Advance(r, env(t0))
+		if s := Step(r, 1); s.State != v1alpha1.StepInProgress || s.Reason != v1alpha1.ReasonSpecDrifted || s.Verdict.Ready {
+			t.Errorf("step %s/%s verdict ready=%v, want InProgress SpecDrifted, not ready", s.State, s.Reason, s.Verdict.Ready)
+		}
+		if reason, msg, _ := StallReason(r); reason != v1alpha1.ReasonSpecDrifted || !strings.Contains(msg, "valuesObject.logLevel") {
+			t.Errorf("stalled %s: %s; want SpecDrifted naming the field", reason, msg)
+		}
+	})
+	t.Run("a ready verdict judged after the edit succeeds it: the edit was undone", func(t *testing.T) {
+		r := edited(t)
+		ObserveVerdict(r, readyAt(r, "12"), t0)
+		res := Advance(r, env(t0))
+		if s := Step(r, 1); s.State != v1alpha1.StepSucceeded || s.DriftResourceVersion != "" || len(res.Started) != 1 {
+			t.Errorf("step %s drift rv %q, started %v; want Succeeded and the next step started", s.State, s.DriftResourceVersion, res.Started)
+		}
+	})
+	t.Run("a clear seen after the edit clears SpecDrifted; an older clear does not", func(t *testing.T) {
+		r := edited(t)
+		if dec := ObserveDrift(r, drift("8"), t0); dec.Action != DriftNone {
+			t.Errorf("an older clear was recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonSpecDrifted {
+			t.Fatalf("an older clear cleared SpecDrifted")
+		}
+		if dec := ObserveDrift(r, drift("11"), t0); dec.Action != DriftRecorded {
+			t.Errorf("the clear was not recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != "" || s.DriftResourceVersion != "" {
+			t.Errorf("step %s/%s drift rv %q after the clear", s.State, s.Reason, s.DriftResourceVersion)
+		}
+		ObserveVerdict(r, readyAt(r, "12"), t0)
+		if s := Step(r, 1); s.State != v1alpha1.StepSucceeded {
+			t.Errorf("step %s after a ready verdict, want Succeeded", s.State)
+		}
+	})
+	t.Run("an edit not undone fails the rollout at the action timeout, naming the drift", func(t *testing.T) {
+		r := edited(t)
+		ObserveVerdict(r, readyAt(r, "9"), t0)
+		Advance(r, env(t0.Add(DefaultActionTimeout)))
+		if r.Status.Phase != v1alpha1.PhaseFailed || r.Status.Outcome != v1alpha1.OutcomeFailed {
+			t.Fatalf("phase %s outcome %s, want Failed", r.Status.Phase, r.Status.Outcome)
+		}
+		reason, msg, _ := StallReason(r)
+		if reason != v1alpha1.ReasonRolloutFailed || !strings.Contains(msg, "SpecDrifted") || !strings.Contains(msg, "Values: .spec.source.helm.valuesObject.logLevel") || strings.Contains(msg, "undo the edit, or") {
+			t.Errorf("stalled %s: %q; want RolloutFailed naming SpecDrifted and the edited field", reason, msg)
+		}
+	})
+	t.Run("a ready verdict on another plan than the step's does not succeed it", func(t *testing.T) {
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+		Advance(r, env(t0))
+		v := ready(r, 1)
+		v.PlanDigest = "sha256:someotherplan"
+		ObserveVerdict(r, v, t0)
+		if s := Step(r, 1); s.State != v1alpha1.StepInProgress || !strings.Contains(s.Message, "not the step's plan") {
+			t.Errorf("step %s (%s), want InProgress saying the verdict judged another plan", s.State, s.Message)
+		}
+	})
+	t.Run("a verdict older than the one recorded is ignored", func(t *testing.T) {
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+		Advance(r, env(t0))
+		notReady := readyAt(r, "20")
+		notReady.Ready = false
+		ObserveVerdict(r, notReady, t0)
+		if ObserveVerdict(r, readyAt(r, "19"), t0) {
+			t.Errorf("an older verdict changed the step")
+		}
+		if s := Step(r, 1); s.State != v1alpha1.StepInProgress {
+			t.Errorf("step %s, want InProgress", s.State)
+		}
+	})
+	t.Run("an edit reported late, after the step succeeded on a later verdict, does not stall the rollout", func(t *testing.T) {
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+		Advance(r, env(t0))
+		ObserveVerdict(r, readyAt(r, "12"), t0)
+		if dec := ObserveDrift(r, drift("10", bus.DriftValues), t0); dec.Action != DriftNone {
+			t.Errorf("a late report was recorded: %+v", dec)
+		}
+		if d := Drifted(r); len(d) != 0 {
+			t.Errorf("InventoryDrift recorded from a late report: %v", d)
+		}
+	})
 }
