@@ -157,8 +157,16 @@ func guard(app *argoapp.Application, plan Plan) (v1alpha1.Fence, bool) {
 		return open(name, "what the plan says this Application must be is not known: "+cmp.Or(plan.Missing, "no plan was given")+"; readiness judges an Application only against its plan"), true
 	}
 	if diffs := planDiffs(app, plan.Want); len(diffs) > 0 {
-		return open(name, fmt.Sprintf("the Application's spec is not what plan %s says: it differs in %s (edited by hand; drift is reported); an edit is never judged, even once Argo CD synced it: undo it, or change the runtime instead",
-			short(plan.Digest), strings.Join(diffs, ", "))), true
+		msg := fmt.Sprintf("the Application's spec is not what plan %s says: it differs in %s (edited by hand; drift is reported); an edit is never judged, even once Argo CD synced it: undo it, or change the runtime instead",
+			short(plan.Digest), strings.Join(diffs, ", "))
+		if ct := app.Status.Sync.ComparedTo; appspec.EqualSource(&ct.Source, app.Spec.Source) && appspec.EqualDestination(ct.Destination, app.Spec.Destination) {
+			// Whether the edit is live in the cluster matters to the person who made it.
+			msg += fmt.Sprintf("; Argo CD compared the edit: %s, health %s", cmp.Or(syncDesc(app.Status.Sync), "no sync status"), cmp.Or(string(app.Status.Health.Status), "not reported"))
+			if os := app.Status.OperationState; os != nil && os.Phase != "" && os.SyncResult != nil && appspec.EqualSource(&os.SyncResult.Source, app.Spec.Source) {
+				msg += fmt.Sprintf(", its sync %s", os.Phase)
+			}
+		}
+		return open(name, msg), true
 	}
 	return v1alpha1.Fence{}, false
 }

@@ -323,7 +323,15 @@ func TestEvaluate(t *testing.T) {
 				p.Want.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(oldVals)}
 			},
 			want:  all(O, nil),
-			fence: v1alpha1.FenceComparedToSpec, says: "differs in helm.valuesObject (edited by hand",
+			fence: v1alpha1.FenceComparedToSpec, says: "differs in helm.valuesObject (edited by hand; drift is reported); an edit is never judged, even once Argo CD synced it: undo it, or change the runtime instead; Argo CD compared the edit: Synced at sha256:db3440cd1cf8, health Healthy, its sync Succeeded",
+		},
+		"values edited by hand and not compared yet say so": {
+			app: readyApp(comparedTo(digestWeb2, oldVals)),
+			plan: func(p *Plan) {
+				p.Want.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(oldVals)}
+			},
+			want:  all(O, nil),
+			fence: v1alpha1.FenceComparedToSpec, says: "or change the runtime instead",
 		},
 		"a destination edited by hand is not the plan's": {
 			app:   readyApp(),
@@ -505,5 +513,24 @@ func TestEvaluateMessagesFitTheRolloutStatus(t *testing.T) {
 	}
 	if !strings.HasSuffix(f.Message, "…") || !utf8.ValidString(f.Message) {
 		t.Errorf("message not cut cleanly: %q", f.Message[len(f.Message)-10:])
+	}
+}
+
+// The verdict on a hand edit says whether Argo CD has compared it yet: that is when the edit
+// becomes live in the cluster, which the person who made it needs to know.
+func TestEditVerdictSaysWhetherArgoCDComparedIt(t *testing.T) {
+	edited := func(opts ...option) Verdict {
+		app := readyApp(opts...)
+		pl := planned(app)
+		pl.Want.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(oldVals)}
+		return Evaluate(app, pl)
+	}
+	f, _ := edited().Fence(v1alpha1.FenceComparedToSpec)
+	if !strings.Contains(f.Message, "Argo CD compared the edit") {
+		t.Errorf("compared edit: %q does not say Argo CD compared it", f.Message)
+	}
+	f, _ = edited(comparedTo(digestWeb2, oldVals)).Fence(v1alpha1.FenceComparedToSpec)
+	if strings.Contains(f.Message, "Argo CD compared the edit") {
+		t.Errorf("edit not compared yet: %q says Argo CD compared it", f.Message)
 	}
 }
