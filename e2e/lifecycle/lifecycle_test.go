@@ -41,8 +41,8 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
 	bundle, spec := upgradeGPUOperator(t, s)
-	apps := record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
-	rollouts := record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	before := stacktest.Application(t, s, "gpu-operator")
 	if before.Status.Sync.Status != "Synced" || before.Status.Health.Status != "Healthy" {
 		t.Fatalf("gpu-operator before the upgrade: %s/%s, want Synced/Healthy", before.Status.Sync.Status, before.Status.Health.Status)
@@ -109,7 +109,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	if c := readyOf(rt); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonRollingOut {
 		t.Errorf("runtime while held: Ready=%s/%s, want False/%s", c.Status, c.Reason, v1alpha1.ReasonRollingOut)
 	}
-	if _, stale, ok := firstApp(t, apps, "gpu-operator", func(a *argoapp.Application) bool {
+	if _, stale, ok := apps.FirstApp(t, "gpu-operator", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Status.Sync.Status == "Synced" && a.Status.Health.Status == "Healthy" &&
 			a.Status.Sync.ComparedTo.Source.Helm != nil && !appspec.EqualSource(&a.Status.Sync.ComparedTo.Source, a.Spec.Source)
 	}); ok {
@@ -123,7 +123,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	waitRolledOut(t, s)
 
 	// The recorded facts: the sync of the new spec finished before the step did.
-	syncEv, synced, ok := firstApp(t, apps, "gpu-operator", func(a *argoapp.Application) bool {
+	syncEv, synced, ok := apps.FirstApp(t, "gpu-operator", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && syncedSpec(a)
 	})
 	if !ok {
@@ -135,14 +135,14 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	if got := synced.Spec.Source.Helm.ValuesObject; got == nil || !strings.Contains(string(got.Raw), driverVersionOf(spec)) {
 		t.Fatalf("the synced values %s do not carry the new driver version %s", got.Raw, driverVersionOf(spec))
 	}
-	doneEv, doneStep := firstStep(t, rollouts, ro.Name, "gpu-operator", stepSucceeded)
+	doneEv, doneStep := rollouts.FirstStep(t, ro.Name, "gpu-operator", stepSucceeded)
 	if doneEv.RV <= syncEv.RV {
 		t.Errorf("the step turned Succeeded at resourceVersion %d, not after the sync of the new spec finished (%d)", doneEv.RV, syncEv.RV)
 	}
 	if doneStep.FinishedAt == nil || doneStep.FinishedAt.Before(synced.Status.OperationState.FinishedAt) {
 		t.Errorf("step finishedAt %v is before the sync's finishedAt %v", doneStep.FinishedAt, synced.Status.OperationState.FinishedAt)
 	}
-	if heldEv, _ := firstStep(t, rollouts, ro.Name, "gpu-operator", func(st v1alpha1.Step) bool {
+	if heldEv, _ := rollouts.FirstStep(t, ro.Name, "gpu-operator", func(st v1alpha1.Step) bool {
 		f, _ := fence(st.Verdict, v1alpha1.FenceHealthy)
 		return st.State == v1alpha1.StepInProgress && f.State == v1alpha1.FenceOpen
 	}); heldEv.RV >= doneEv.RV {
@@ -210,8 +210,8 @@ func TestReadinessGateIsSyncedByTheOperatorInItsStep(t *testing.T) {
 func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	s := stacktest.Need(t)
 	bundle, spec := upgradeGPUOperator(t, s)
-	apps := record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
-	rollouts := record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	ro := change(t, s, bundle, spec)
 	gate := stepOf(t, ro, "gpu-operator-readiness", v1alpha1.ActionApply)
 	id := stepID(ro, gate)
@@ -232,13 +232,13 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 		t.Errorf("gate still carries %s=%q after its step", v1alpha1.AnnotationArgoRefresh, v)
 	}
 
-	asked, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argoapp.Application) bool {
+	asked, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
 	})
 	if !ok {
 		t.Fatalf("no recorded version of the gate carries refresh=%s with refresh-for=%s", v1alpha1.ArgoRefreshNormal, id)
 	}
-	cleared, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argoapp.Application) bool {
+	cleared, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		_, refresh := a.Annotations[v1alpha1.AnnotationArgoRefresh]
 		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && !refresh
 	})
@@ -248,7 +248,7 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	if cleared.RV <= asked.RV {
 		t.Errorf("refresh cleared at rv %d, not after it was asked at rv %d", cleared.RV, asked.RV)
 	}
-	doneEv, _ := firstStep(t, rollouts, ro.Name, "gpu-operator-readiness", stepSucceeded)
+	doneEv, _ := rollouts.FirstStep(t, ro.Name, "gpu-operator-readiness", stepSucceeded)
 	if doneEv.RV <= cleared.RV {
 		t.Errorf("the gate's step finished at rv %d, before Argo CD cleared the refresh (rv %d)", doneEv.RV, cleared.RV)
 	}
@@ -277,7 +277,7 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	if _, err := cms.Get(ctx, release+"-config", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the release's ConfigMap before the Remove: %v", err)
 	}
-	apps := record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 
 	ro := change(t, s, bundleWithout(t, s, release), spec)
 	stepOf(t, ro, release, v1alpha1.ActionRemove)
@@ -318,18 +318,18 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 
 	// What the Application went through: armed by the operator, deleted, then gone; always the
 	// same object.
-	armed, _, ok := firstApp(t, apps, release, func(a *argoapp.Application) bool {
+	armed, _, ok := apps.FirstApp(t, release, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationDeleteRollout] == ro.Name && slices.Contains(a.Finalizers, v1alpha1.ArgoResourcesFinalizer)
 	})
 	if !ok {
 		t.Fatalf("no recorded version of %s carries delete-rollout=%s with the resources finalizer", release, ro.Name)
 	}
-	deleting, _, ok := firstApp(t, apps, release, func(a *argoapp.Application) bool { return a.DeletionTimestamp != nil })
+	deleting, _, ok := apps.FirstApp(t, release, func(a *argoapp.Application) bool { return a.DeletionTimestamp != nil })
 	if !ok || deleting.RV < armed.RV {
 		t.Fatalf("the Application was not deleted after it was armed (armed rv %d, deleting %v)", armed.RV, ok)
 	}
 	var deleted bool
-	for _, e := range apps.of(t, release) {
+	for _, e := range apps.Of(t, release) {
 		if e.Object.GetUID() != before.UID {
 			t.Errorf("recorded %s %s with uid %s, not the removed Application's %s", e.Type, release, e.Object.GetUID(), before.UID)
 		}
@@ -497,7 +497,7 @@ func TestDeletionPolicyDeleteRemovesEveryReleaseInReverseOrder(t *testing.T) {
 	}
 	rt := waitRolledOut(t, s)
 	releases := releasesOf(t, s, rt.Status.ActivePlan)
-	rollouts := record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 
 	if err := s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Delete(ctx, v1alpha1.RuntimeName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -565,8 +565,8 @@ func TestDeletionPolicyDeleteRemovesEveryReleaseInReverseOrder(t *testing.T) {
 		// planner records the one and starts the other in the same status write, so the
 		// resourceVersions may be equal).
 		for _, d := range c.DependsOn {
-			goneEv, gone := firstStep(t, rollouts, ro.Name, c.Name, stepSucceeded)
-			startEv, start := firstStep(t, rollouts, ro.Name, d, func(st v1alpha1.Step) bool { return st.StartedAt != nil })
+			goneEv, gone := rollouts.FirstStep(t, ro.Name, c.Name, stepSucceeded)
+			startEv, start := rollouts.FirstStep(t, ro.Name, d, func(st v1alpha1.Step) bool { return st.StartedAt != nil })
 			if startEv.RV < goneEv.RV || start.StartedAt.Before(gone.FinishedAt) {
 				t.Errorf("%s's removal started (rv %d, %s) before %s's removal finished (rv %d, %s)", d, startEv.RV, start.StartedAt, c.Name, goneEv.RV, gone.FinishedAt)
 			}
