@@ -94,6 +94,13 @@ func Newer(a, b string) bool {
 	return av > bv
 }
 
+// AwaitsVerdict reports whether a step of the rollout in flight waits for this verdict: it
+// names the step, the release, and a forward step in flight.
+func AwaitsVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
+	s := target(r, v.StepID, v.Release)
+	return s != nil && s.Action != v1alpha1.ActionRemove
+}
+
 // VerdictNoteOnly reports whether ObserveVerdict would change nothing of the rollout but the
 // recorded verdict and message of a step in flight: a not-ready verdict. It is a progress
 // note (see NoteOnly); only a ready verdict decides something.
@@ -268,10 +275,8 @@ func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time)
 	}
 	if contentDrift(d.Kinds) && !slices.Contains(d.Kinds, bus.DriftDeleted) {
 		if s != nil && inFlight(s) {
-			if s.Verdict != nil && !Newer(d.ResourceVersion, s.Verdict.ResourceVersion) && s.Reason != v1alpha1.ReasonSpecDrifted {
-				// Older than the verdict already judged against the plan: delivered late.
-				return DriftDecision{}
-			}
+			// Recorded whatever verdict the step has: a step in flight has none that says ready
+			// (that would have finished it), so none proves the edit gone.
 			msg := SpecDriftMessage(d) + "; undo the edit, or the step fails at its action timeout"
 			rv := s.DriftResourceVersion
 			if Newer(d.ResourceVersion, rv) {

@@ -635,6 +635,21 @@ func TestSpecDriftedStep(t *testing.T) {
 		}
 		return r
 	}
+	t.Run("an edit reported at the version of the step's not-ready verdict is recorded", func(t *testing.T) {
+		// Readiness judges and diffs the same observation: the verdict and the report carry
+		// the same resourceVersion, in either order.
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+		Advance(r, env(t0))
+		v := readyAt(r, "10")
+		v.Ready = false
+		ObserveVerdict(r, v, t0)
+		if dec := ObserveDrift(r, drift("10", bus.DriftValues), t0); dec.Action != DriftRecorded {
+			t.Fatalf("the edit was not recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonSpecDrifted || s.DriftResourceVersion != "10" {
+			t.Errorf("step %s/%s drift rv %q, want SpecDrifted at 10", s.State, s.Reason, s.DriftResourceVersion)
+		}
+	})
 	t.Run("a ready verdict judged before the edit does not succeed the step", func(t *testing.T) {
 		r := edited(t)
 		ObserveVerdict(r, readyAt(r, "9"), t0)
