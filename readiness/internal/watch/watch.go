@@ -267,7 +267,11 @@ func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, 
 		Fences:     v.Fences,
 		Observed:   v.Observed,
 	}
-	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content), m); err != nil {
+	// The first verdict this process publishes for the Application has the ID a restarted
+	// watcher gives the same observation; each later one, a change it saw, also carries the
+	// resourceVersion, so a return to an earlier verdict (ready, an error condition that came
+	// and went, ready) is news even when no time it hashes moved.
+	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content, st.verdict != ""), m); err != nil {
 		return err
 	}
 	st.verdict = content
@@ -288,12 +292,10 @@ func verdictContent(v fences.Verdict) string {
 
 // VerdictID is the message ID of a verdict: the release and step, and a hash of the verdict's
 // content with the facts that mark one episode of it (the Application's UID, the health
-// transition time, the operation's start and finish, and when each manager other than Argo
-// CD's controller last wrote it). The same observation always gives the same ID, so a
-// restarted watcher's republish is dropped; a verdict that returns after a change (Ready, then
-// Degraded, then Ready again; or ready, an edit, and the edit undone with nothing to sync)
-// carries new times and a new ID.
-func VerdictID(app *argoapp.Application, content string) string {
+// transition time, the operation's start and finish) and, for a change the watcher saw
+// (seen), the resourceVersion it saw it at. The first verdict on an observation always gives the same ID,
+// so a restarted watcher's republish is dropped; a verdict that returns after a change is new.
+func VerdictID(app *argoapp.Application, content string, seen bool) string {
 	h := sha256.New()
 	h.Write([]byte(content))
 	fmt.Fprintf(h, "\x00%s", app.UID)
@@ -306,11 +308,8 @@ func VerdictID(app *argoapp.Application, content string) string {
 			fmt.Fprintf(h, "\x00f%d", os.FinishedAt.Unix())
 		}
 	}
-	for _, e := range app.ManagedFields {
-		if e.Manager == drift.ControllerManager || e.Time == nil {
-			continue // Argo CD's status writes move with every reconcile
-		}
-		fmt.Fprintf(h, "\x00m%s/%s/%d", e.Manager, e.Operation, e.Time.Unix())
+	if seen {
+		fmt.Fprintf(h, "\x00rv%s", app.ResourceVersion)
 	}
 	return fmt.Sprintf("%s/%s/%s", app.Name, app.Annotations[v1alpha1.AnnotationStep], hex.EncodeToString(h.Sum(nil))[:16])
 }

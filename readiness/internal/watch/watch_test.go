@@ -408,7 +408,6 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 	edited := app.DeepCopy()
 	edited.ResourceVersion = "2"
 	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"replicas":5}`)}
-	edited.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "e2e-person", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: time.Unix(1_800_000_100, 0)}}}
 	edited.Status.Sync.ComparedTo.Source = *edited.Spec.Source.DeepCopy()
 	edited.Status.OperationState.SyncResult.Source = *edited.Spec.Source.DeepCopy()
 	if _, err := argo.Update(context.Background(), edited, metav1.UpdateOptions{}); err != nil {
@@ -443,11 +442,10 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 		t.Errorf("the Values drift report (at %d) was not published before the not-ready verdict (at %d):\n%s", driftAt, verdictAt, describe(s))
 	}
 
-	// Undone by hand, with nothing for Argo CD to sync: the same status as before the edit,
-	// but a later write (the API server records it in managedFields).
+	// Undone by hand, with nothing for Argo CD to sync: the same status, times and verdict as
+	// before the edit, at a later resourceVersion.
 	undone := app.DeepCopy()
 	undone.ResourceVersion = "3"
-	undone.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "e2e-person", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: time.Unix(1_800_000_130, 0)}}}
 	if _, err := argo.Update(context.Background(), undone, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -479,4 +477,31 @@ func fenceNamed(fs []v1alpha1.Fence, name string) (v1alpha1.Fence, bool) {
 		}
 	}
 	return v1alpha1.Fence{}, false
+}
+
+// A verdict that returns to an earlier one after a change no hashed time marks (an error
+// condition that comes and goes, as Argo CD's controller reports right after it starts) is
+// published again under a new ID: JetStream would drop a repeat of the first.
+func TestWatcherRepublishesAVerdictThatReturns(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	argo, rec, _ := startWatcher(t, app)
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	blip := app.DeepCopy()
+	blip.ResourceVersion = "2"
+	blip.Status.Conditions = []argoapp.ApplicationCondition{{Type: argoapp.ApplicationConditionInvalidSpecError, Message: "Application referencing project aicr which does not exist"}}
+	if _, err := argo.Update(context.Background(), blip, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the failed verdict", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	back := app.DeepCopy()
+	back.ResourceVersion = "3"
+	if _, err := argo.Update(context.Background(), back, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "the ready verdict again", func(s []sent) bool { return len(verdicts(s)) == 3 })
+	vs := verdicts(s)
+	if !vs[0].Ready || vs[1].Ready || !vs[1].Failed || !vs[2].Ready {
+		t.Errorf("verdicts ready %v/%v/%v, want ready, failed, ready", vs[0].Ready, vs[1].Ready, vs[2].Ready)
+	}
 }
