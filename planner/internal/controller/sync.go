@@ -753,6 +753,9 @@ func (c *Controller) patchStatus(ctx context.Context, name string, change func(s
 // (status.Record) and records an Event for every condition that changed (status.Transitions).
 func (c *Controller) writeRuntimeStatus(ctx context.Context, v *view, now time.Time) error {
 	v.in.ActiveDigest, v.in.EnginePolicy = v.at.Plan, v.at.EnginePolicy
+	if p, err := c.loadPlan(ctx, v.at.Plan); err == nil && p != nil {
+		v.in.ActiveReleases = releaseNames(p)
+	}
 	conds := status.Conditions(v.in)
 	var before []metav1.Condition
 	err := c.patchStatus(ctx, v.rt.Name, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
@@ -773,6 +776,14 @@ func (c *Controller) writeRuntimeStatus(ctx context.Context, v *view, now time.T
 		c.event(ctx, v.rt, typ, cnd.Reason, fmt.Sprintf("%s=%s: %s", cnd.Type, cnd.Status, cnd.Message))
 	}
 	return nil
+}
+
+func releaseNames(p *plan.Plan) []string {
+	out := make([]string, 0, len(p.Releases))
+	for _, r := range p.Releases {
+		out = append(out, r.Name)
+	}
+	return out
 }
 
 func (c *Controller) knownEngine(rt *v1alpha1.ClusterRuntime) *bus.EngineStatus {
