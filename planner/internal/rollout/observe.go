@@ -56,7 +56,7 @@ func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.
 		// its verdict says nothing about this step.
 		verdict.Ready = false
 		s.Message = fmt.Sprintf("readiness judged the Application against plan %s, not the step's plan %s (its %s annotation was changed); waiting for the step's write to be judged",
-			nonEmpty(v.PlanDigest, "(none)"), r.Spec.ToDigest, v1alpha1.AnnotationPlanDigest)
+			cmp.Or(v.PlanDigest, "(none)"), r.Spec.ToDigest, v1alpha1.AnnotationPlanDigest)
 	case v.Ready && s.Reason == v1alpha1.ReasonSpecDrifted && !Newer(verdict.ResourceVersion, s.DriftResourceVersion):
 		// Judged before the edit that made the step SpecDrifted: not proof the edit is gone.
 		verdict.Ready = false
@@ -122,7 +122,8 @@ func sameStep(a, b *v1alpha1.Step) bool {
 }
 
 // ObserveResult records the applier's answer to a step's command:
-//   - Foreign: the step is Blocked (ForeignObject) and the rollout stalls;
+//   - Foreign: the step Failed (ForeignObject, with the evidence): the next Advance fails the
+//     rollout at once, as a foreign Application never becomes the operator's by waiting;
 //   - Blocked: the step is Blocked (TransitionBlocked), the message says why;
 //   - Failed: the step Failed (the next Advance fails the rollout);
 //   - Outdated: the step Failed too (see bus.OutcomeOutdated; expected only for ended rollouts);
@@ -139,9 +140,11 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 	before := s.DeepCopy()
 	switch res.Outcome {
 	case bus.OutcomeForeign:
-		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonForeignObject
-		s.Message = cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime") +
-			"; rename or delete it (the step is retried every " + BlockedRetryInterval.String() + " until its action timeout)"
+		// Someone else's Application will not become ours by waiting: the rollout fails now,
+		// with the evidence, and the Application is never written or deleted.
+		s.State, s.Reason, s.FinishedAt = v1alpha1.StepFailed, v1alpha1.ReasonForeignObject, mt(now)
+		s.Message = v1alpha1.ReasonForeignObject + ": " + cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime") +
+			"; then change the runtime, or delete this rollout to try the same plan again"
 	case bus.OutcomeBlocked:
 		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonTransitionBlocked
 		s.Message = cmp.Or(res.Message, "the Application carries the resources finalizer outside an approved Remove step") +

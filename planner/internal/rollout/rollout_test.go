@@ -280,8 +280,8 @@ func TestObserveResult(t *testing.T) {
 		reason     string
 		phase      v1alpha1.RolloutPhase
 	}{
-		"Foreign blocks the step and stalls the rollout": {
-			outcome: bus.OutcomeForeign, state: v1alpha1.StepBlocked, reason: v1alpha1.ReasonForeignObject, phase: v1alpha1.PhaseStalled,
+		"Foreign fails the step and the rollout at once": {
+			outcome: bus.OutcomeForeign, state: v1alpha1.StepFailed, reason: v1alpha1.ReasonForeignObject, phase: v1alpha1.PhaseFailed,
 		},
 		"Blocked by a finalizer stalls with a message": {
 			outcome: bus.OutcomeBlocked, state: v1alpha1.StepBlocked, reason: v1alpha1.ReasonTransitionBlocked, phase: v1alpha1.PhaseStalled,
@@ -326,7 +326,7 @@ func TestObserveResult(t *testing.T) {
 func TestBlockedStepRetriesAndResumes(t *testing.T) {
 	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
 	Advance(r, env(t0))
-	ObserveResult(r, result(r, 1, bus.OutcomeForeign), false, t0)
+	ObserveResult(r, result(r, 1, bus.OutcomeBlocked), false, t0)
 	res := Advance(r, env(t0))
 	if want := t0.Add(BlockedRetryInterval); !res.Wake.Equal(want) {
 		t.Errorf("wake %s, want the retry at %s", res.Wake, want)
@@ -734,4 +734,36 @@ func TestSpecDriftedStep(t *testing.T) {
 			t.Errorf("InventoryDrift recorded from a late report: %v", d)
 		}
 	})
+}
+
+// A foreign Application fails the rollout that reaches it at once, with the evidence the
+// applier found in the condition; the steps after it never start.
+func TestForeignObjectFailsTheRolloutWithTheEvidence(t *testing.T) {
+	for _, remove := range []bool{false, true} {
+		var r *v1alpha1.RuntimeRollout
+		if remove {
+			r = newRollout(t, mkPlan(t, comp{name: "a"}), nil, plan.StepOptions{})
+			approve(r, "alice", nil)
+		} else {
+			r = newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+		}
+		Advance(r, env(t0))
+		res := result(r, 1, bus.OutcomeForeign)
+		res.Message = `Application argocd/a is not owned by this runtime and is left alone: label app.kubernetes.io/managed-by is missing (want "aicr-operator")`
+		if !ObserveResult(r, res, false, t0) {
+			t.Fatalf("remove=%v: the result changed nothing", remove)
+		}
+		out := Advance(r, env(t0))
+		if out.Ended != v1alpha1.OutcomeFailed || r.Status.Phase != v1alpha1.PhaseFailed || len(out.Started) != 0 {
+			t.Fatalf("remove=%v: ended %q phase %s started %v; want RolloutFailed at once", remove, out.Ended, r.Status.Phase, out.Started)
+		}
+		reason, msg, _ := StallReason(r)
+		if reason != v1alpha1.ReasonRolloutFailed || !strings.Contains(msg, "ForeignObject: Application argocd/a is not owned by this runtime") ||
+			!strings.Contains(msg, "label app.kubernetes.io/managed-by is missing") {
+			t.Errorf("remove=%v: stalled %s: %q; want RolloutFailed with ForeignObject and the evidence", remove, reason, msg)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonForeignObject || s.FinishedAt == nil {
+			t.Errorf("remove=%v: step %s/%s finished %v", remove, s.State, s.Reason, s.FinishedAt)
+		}
+	}
 }
