@@ -86,7 +86,7 @@ func TestStaticAcceptsAnAnonymousRegistry(t *testing.T) {
 	rec := &recorder{}
 	metrics, _ := newMetrics()
 	clk := clocktesting.NewFakeClock(t0)
-	run(t, &refresher.Static{Checker: &secret.Store{Secrets: fake.NewClientset(s).CoreV1(), Ref: ref}, Reporter: rec, Clock: clk,
+	run(t, &refresher.Static{Checker: &secret.Store{Secrets: k8sfake.NewClientset(s).CoreV1(), Ref: ref}, Reporter: rec, Clock: clk,
 		Metrics: metrics, Secret: ref, WantURL: "oci://registry.example.com/aicr", Interval: time.Minute})
 	eventually(t, loopSettleTimeout, "the first check", func() bool { return len(rec.reports()) == 1 })
 	got := rec.reports()[0].status

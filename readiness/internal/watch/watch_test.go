@@ -465,7 +465,7 @@ func TestWatcherDoesNotJudgeWithoutThePlan(t *testing.T) {
 	s := rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
 	v := verdicts(s)[0]
 	f, _ := fenceNamed(v.Fences, v1alpha1.FenceComparedToSpec)
-	if v.Ready || f.State != v1alpha1.FenceOpen || !strings.Contains(f.Message, "is not stored") {
+	if v.Ready || f.State != v1alpha1.FenceOpen || !strings.Contains(f.Message, "cannot be read") {
 		t.Errorf("verdict ready=%v, ComparedToSpec %+v: want not ready, naming the missing plan", v.Ready, f)
 	}
 }
