@@ -387,14 +387,16 @@ func (w *Watcher) plan(ctx context.Context, app *argoapp.Application) (fences.Pl
 		return pl, nil
 	}
 	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
+	// Rendered with the engine running: the engine-suspended annotation is not taken on trust.
+	// Automated sync off is reported (AutoSyncDisabled); the planner, which reads the runtime's
+	// spec.suspendEngine, decides whether that is drift.
 	want, err := appspec.Build(w.Settings, appspec.Input{
-		Runtime:       app.Labels[v1alpha1.LabelRuntime],
-		RuntimeUID:    app.Annotations[v1alpha1.AnnotationRuntimeUID],
-		PlanDigest:    digest,
-		Release:       r,
-		StepID:        app.Annotations[v1alpha1.AnnotationStep],
-		StepStarted:   started,
-		SuspendEngine: app.Annotations[v1alpha1.AnnotationEngineSuspended] == "true",
+		Runtime:     app.Labels[v1alpha1.LabelRuntime],
+		RuntimeUID:  app.Annotations[v1alpha1.AnnotationRuntimeUID],
+		PlanDigest:  digest,
+		Release:     r,
+		StepID:      app.Annotations[v1alpha1.AnnotationStep],
+		StepStarted: started,
 	})
 	if err != nil {
 		pl.Missing = fmt.Sprintf("release %s of plan %s does not render: %v", app.Name, digest, err)
