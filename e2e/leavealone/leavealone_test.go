@@ -316,12 +316,18 @@ func TestForeignApplicationFailsTheRolloutAndIsLeftAlone(t *testing.T) {
 
 	components = append(components, extra)
 	applyBundle(t, s)
-	ro := inFlight(t, s, stallTimeout)
 	// At once: a step kept Blocked would stall with ForeignObject and retry until its action
 	// timeout (15 minutes), well past this wait.
 	rt, err := s.WaitCondition(ctx, stallTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
 	if err != nil {
 		t.Fatal(err)
+	}
+	ro, err := s.Rollout(ctx, rt.Status.Rollout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro.Spec.ToDigest != rt.Status.DesiredPlan {
+		t.Fatalf("the failed rollout %s goes to %s, not to the desired plan %s", ro.Name, ro.Spec.ToDigest, rt.Status.DesiredPlan)
 	}
 	c := condition(rt, v1alpha1.ConditionStalled)
 	for _, want := range []string{ro.Name, extra.Name, v1alpha1.ReasonForeignObject,
@@ -331,10 +337,6 @@ func TestForeignApplicationFailsTheRolloutAndIsLeftAlone(t *testing.T) {
 		}
 	}
 	t.Logf("Stalled=True RolloutFailed: %s", c.Message)
-	ro, err = s.Rollout(ctx, ro.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if st := stepOf(t, ro, extra.Name); ro.Status.Phase != v1alpha1.PhaseFailed || st.State != v1alpha1.StepFailed || st.Reason != v1alpha1.ReasonForeignObject {
 		t.Errorf("rollout %s, step %s: %s %s (%s); want Failed, Failed ForeignObject", ro.Status.Phase, extra.Name, st.State, st.Reason, st.Message)
 	}

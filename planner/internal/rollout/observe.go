@@ -143,8 +143,7 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 		// Someone else's Application will not become ours by waiting: the rollout fails now,
 		// with the evidence, and the Application is never written or deleted.
 		s.State, s.Reason, s.FinishedAt = v1alpha1.StepFailed, v1alpha1.ReasonForeignObject, mt(now)
-		s.Message = v1alpha1.ReasonForeignObject + ": " + cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime") +
-			"; then change the runtime, or delete this rollout to try the same plan again"
+		s.Message = v1alpha1.ReasonForeignObject + ": " + cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime; rename or delete it")
 	case bus.OutcomeBlocked:
 		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonTransitionBlocked
 		s.Message = cmp.Or(res.Message, "the Application carries the resources finalizer outside an approved Remove step") +
