@@ -612,7 +612,7 @@ func (c *Controller) unpublished(r *v1alpha1.RuntimeRollout) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range rollout.Outstanding(r, c.cfg.Clock.Now()) {
-		if !c.published[rollout.CommandID(rollout.StepID(r.Name, st.Index), st.Attempt)] {
+		if !c.published[rollout.CommandID(rollout.StepID(r.Name, st.Index), st.Attempt, r.UID)] {
 			return true
 		}
 	}
@@ -632,11 +632,11 @@ func (c *Controller) publishOutstanding(ctx context.Context, rt *v1alpha1.Cluste
 	return nil
 }
 
-// publishStep publishes a step's command with message ID "<stepID>/<attempt>", once per
-// process (JetStream drops a republish after a restart within its window).
+// publishStep publishes a step's command with message ID rollout.CommandID, once per process
+// (JetStream drops a republish after a restart within its window).
 func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, attempt string) error {
 	stepID := rollout.StepID(r.Name, s.Index)
-	id := rollout.CommandID(stepID, attempt)
+	id := rollout.CommandID(stepID, attempt, r.UID)
 	started := time.Time{}
 	if s.StartedAt != nil {
 		started = s.StartedAt.UTC()

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
@@ -126,9 +127,17 @@ func ParseStepID(id string) (rollout string, index int32, ok bool) {
 	return id[:i], int32(n), true
 }
 
-// CommandID is a command's message ID, "<stepID>/<attempt>": a republish of the same attempt
-// after a crash is dropped by JetStream's de-duplication.
-func CommandID(stepID, attempt string) string { return stepID + "/" + attempt }
+// CommandID is a command's message ID, "<stepID>/<attempt>/<8 characters of the rollout's
+// UID>": a republish of the same attempt after a crash is dropped by JetStream's
+// de-duplication, while a rollout of the same name created again (a person deleted a failed one
+// to retry the move) publishes its steps anew instead of being dropped as their duplicate.
+func CommandID(stepID, attempt string, rolloutUID types.UID) string {
+	id := stepID + "/" + attempt
+	if u := strings.ReplaceAll(string(rolloutUID), "-", ""); u != "" {
+		id += "/" + u[:min(8, len(u))]
+	}
+	return id
+}
 
 // Terminal reports whether a phase is final.
 func Terminal(p v1alpha1.RolloutPhase) bool {

@@ -483,6 +483,13 @@ func TestStepIDs(t *testing.T) {
 	if got := Name("", "sha256:0123456789abcdef"); got != "r-0123456789-none" {
 		t.Errorf("Name = %q", got)
 	}
+	// A rollout of the same name created again publishes its commands under new IDs; the same
+	// rollout's republish keeps its ID.
+	a := CommandID("r-abc-none/1", "1", "2b5a1f4c-97e1-4bd0-9a6e-0a1b2c3d4e5f")
+	b := CommandID("r-abc-none/1", "1", "7c0d412a-a2aa-4b3b-8a20-1455aa00bb11")
+	if a != "r-abc-none/1/1/2b5a1f4c" || a == b || a != CommandID("r-abc-none/1", "1", "2b5a1f4c-97e1-4bd0-9a6e-0a1b2c3d4e5f") {
+		t.Errorf("CommandID = %q and %q for two incarnations of a rollout", a, b)
+	}
 }
 
 func TestProgress(t *testing.T) {
