@@ -7,12 +7,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
@@ -340,10 +347,144 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	}
 
 	t.Run("a recreated namesake is never deleted", func(t *testing.T) {
-		t.Skip("covered on a real kube-apiserver by applier/internal/appwriter TestIntegrationRemoveNeverDeletesARecreatedNamesake " +
-			"(-tags integration): a namesake created between the applier's read and its delete survives the UID precondition; " +
-			"in e2e that window is a few milliseconds inside one handling of the command and cannot be entered from outside")
+		recreatedNamesakeIsNeverDeleted(t, s, release, spec)
 	})
+}
+
+// recreatedNamesakeIsNeverDeleted removes release again, and recreates it under the same name
+// (someone else's, foreign) between the applier's read of the Application and its delete: a
+// webhook of the test's holds the applier's DELETE while it deletes the original and creates
+// the namesake. The API server then finds another UID than the delete's precondition names and
+// refuses it; the applier reads again, finds a foreign Application, and the rollout fails with
+// ForeignObject. The namesake is untouched. Deleting it, then the failed rollout, completes the
+// Remove.
+func recreatedNamesakeIsNeverDeleted(t *testing.T, s *stack.Stack, release string, spec v1alpha1.ClusterRuntimeSpec) {
+	ctx := t.Context()
+	ensure(t, s, fullBundle(t, s), spec)
+	apps := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+	original := stacktest.Application(t, s, release)
+
+	var probed, swapped atomic.Bool
+	var namesake atomic.Pointer[argoapp.Application]
+	var swapErr atomic.Pointer[error]
+	stop, err := s.Intercept(ctx, "e2e-namesake", []admissionregistrationv1.OperationType{admissionregistrationv1.Delete}, func(req *admissionv1.AdmissionRequest) {
+		if req.Name != release {
+			return
+		}
+		if req.DryRun != nil && *req.DryRun {
+			probed.Store(true)
+			return
+		}
+		if req.UserInfo.Username != stack.Identity("applier") || swapped.Swap(true) {
+			return
+		}
+		// Inside the applier's DELETE of the original: it goes, and a namesake comes.
+		fail := func(err error) { swapErr.Store(&err) }
+		bg := context.Background()
+		if _, err := apps.Patch(bg, release, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: "e2e-person"}); err != nil {
+			fail(fmt.Errorf("take the finalizer off the original: %w", err))
+			return
+		}
+		uid := original.UID
+		if err := apps.Delete(bg, release, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+			fail(fmt.Errorf("delete the original: %w", err))
+			return
+		}
+		created, err := createForeign(bg, s, release)
+		if err != nil {
+			fail(err)
+			return
+		}
+		namesake.Store(created)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the test's webhook called", func(ctx context.Context) (bool, error) {
+		if err := apps.Delete(ctx, release, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			return false, err
+		}
+		return probed.Load(), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ro := change(t, s, bundleWithout(t, s, release), spec)
+	stepOf(t, ro, release, v1alpha1.ActionRemove)
+	approve(t, s, ro.Name, "e2e: dcgm-exporter leaves the bundle again")
+	rt, err := s.WaitCondition(ctx, goneTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := swapErr.Load(); p != nil {
+		t.Fatalf("the namesake was not put in place: %v", *p)
+	}
+	created := namesake.Load()
+	if !swapped.Load() || created == nil {
+		t.Fatalf("the applier's DELETE of %s never reached the test's webhook", release)
+	}
+	if c := meta.FindStatusCondition(rt.Status.Conditions, v1alpha1.ConditionStalled); c == nil || !strings.Contains(c.Message, v1alpha1.ReasonForeignObject) || !strings.Contains(c.Message, release) {
+		t.Errorf("Stalled=True RolloutFailed message %q does not name %s and ForeignObject", c.Message, release)
+	}
+	live := stacktest.Application(t, s, release)
+	if live.UID != created.UID || live.DeletionTimestamp != nil || len(live.Finalizers) != 0 || live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
+		t.Fatalf("the namesake %s (uid %s) was touched: uid %s, deletion %v, finalizers %v, annotations %v",
+			release, created.UID, live.UID, live.DeletionTimestamp, live.Finalizers, live.Annotations)
+	}
+	for _, e := range live.ManagedFields {
+		if strings.HasPrefix(e.Manager, v1alpha1.FieldManager) {
+			t.Errorf("the namesake has fields managed by %s", e.Manager)
+		}
+	}
+
+	// The person deletes their namesake, and the failed rollout to try again: the Remove ends.
+	stop()
+	if err := apps.Delete(ctx, release, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Delete(ctx, ro.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "rollout "+ro.Name+" created again", func(ctx context.Context) (bool, error) {
+		r, err := s.Rollout(ctx, ro.Name)
+		if err != nil {
+			return false, err
+		}
+		return r.UID != ro.UID && len(r.Status.Steps) > 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve(t, s, ro.Name, "e2e: dcgm-exporter leaves the bundle again")
+	waitRolloutDone(t, s, ro.Name)
+	waitRolledOut(t, s)
+}
+
+// createForeign creates someone else's Application under name: another project and
+// destination, no sync policy, none of the operator's labels or annotations.
+func createForeign(ctx context.Context, s *stack.Stack, name string) (*argoapp.Application, error) {
+	app := &argoapp.Application{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: stack.EngineNamespace, Labels: map[string]string{"team": "someone-else"}},
+		Spec: argoapp.ApplicationSpec{
+			Project:     "default",
+			Source:      &argoapp.ApplicationSource{RepoURL: "oci://" + s.Repository + "/charts/cert-manager", Path: ".", TargetRevision: s.Digests["cert-manager"]},
+			Destination: argoapp.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "e2e-someone-else"},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
+	if err != nil {
+		return nil, err
+	}
+	delete(obj, "status")
+	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
+		Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "e2e-person"})
+	if err != nil {
+		return nil, fmt.Errorf("create the namesake %s: %w", name, err)
+	}
+	return stacktest.DecodeApplication(u)
 }
 
 // suspendEngine=true writes every owned Application with automated sync off
