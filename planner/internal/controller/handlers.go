@@ -171,14 +171,17 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 		if len(d.Kinds) == 0 || rt.Status.ActivePlan == "" {
 			return nil
 		}
-		p, err := c.loadPlan(ctx, rt.Status.ActivePlan)
+		// Forced back to the plan it was last written from: never to the active plan's chart
+		// and values over a release a rollout that did not reach its plan had moved.
+		h, err := c.holding(ctx, rt, rt.Status.ActivePlan, rollouts, nil)
 		if err != nil {
 			return err
 		}
-		if _, ok := p.Release(d.Release); !ok {
+		digest, ok := h.Digests[d.Release]
+		if !ok {
 			return nil // not part of the stack any more
 		}
-		return c.repair(ctx, rt, &d, rt.Status.ActivePlan, tag)
+		return c.repair(ctx, rt, &d, digest, tag)
 	}
 	var dec rollout.DriftDecision
 	now := c.cfg.Clock.Now()
@@ -190,8 +193,16 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 	}
 	switch dec.Action {
 	case rollout.DriftRepair:
-		if dec.RepairDigest != "" {
-			return c.repair(ctx, rt, &d, dec.RepairDigest, tag)
+		digest := dec.RepairDigest
+		if digest == "" { // a release with no step in this rollout: the plan it holds
+			h, err := c.holding(ctx, rt, r.Spec.FromDigest, rollouts, r)
+			if err != nil {
+				return err
+			}
+			digest = h.Digests[d.Release]
+		}
+		if digest != "" {
+			return c.repair(ctx, rt, &d, digest, tag)
 		}
 	case rollout.DriftRepublish:
 		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) {

@@ -246,7 +246,7 @@ func (c *Controller) advanceInFlight(ctx context.Context, v *view, inflight *v1a
 	if inflight == nil {
 		return nil, nil
 	}
-	inflight, err := c.initialize(ctx, inflight)
+	inflight, err := c.initialize(ctx, v, inflight)
 	if err != nil {
 		return nil, err
 	}
@@ -428,9 +428,11 @@ func (c *Controller) createRollout(ctx context.Context, rt *v1alpha1.ClusterRunt
 	return out, nil
 }
 
-// initialize fills a new rollout's steps from its two plans (again after a crash between
-// create and the first status write: plan.Steps is deterministic).
-func (c *Controller) initialize(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
+// initialize fills a new rollout's steps (again after a crash between create and the first
+// status write: plan.Steps is deterministic) from what each release holds to the rollout's
+// plan: the active plan, except where a rollout since then that did not reach its plan moved a
+// release (rollout.Held); a release such a rollout left unsure gets a step whatever it holds.
+func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
 	if r.Status.Phase != "" {
 		return r, nil
 	}
@@ -442,7 +444,21 @@ func (c *Controller) initialize(ctx context.Context, r *v1alpha1.RuntimeRollout)
 	if err != nil {
 		return nil, err
 	}
-	steps := plan.Steps(from, to, plan.StepOptions{ApplyAll: r.Spec.Reason == v1alpha1.RolloutReasonEnginePolicyChanged})
+	opts := plan.StepOptions{ApplyAll: r.Spec.Reason == v1alpha1.RolloutReasonEnginePolicyChanged}
+	if from != nil {
+		h, err := c.holding(ctx, v.rt, r.Spec.FromDigest, v.rollouts, nil)
+		if err != nil {
+			return nil, err
+		}
+		held, err := c.heldPlan(ctx, from, h)
+		if err != nil {
+			return nil, err
+		}
+		if held != nil {
+			from, opts.Force = held, h.Unsure
+		}
+	}
+	steps := plan.Steps(from, to, opts)
 	if steps == nil {
 		steps = []v1alpha1.Step{}
 	}
@@ -695,11 +711,11 @@ func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan,
 	if active == nil {
 		return nil
 	}
-	names := make([]string, 0, len(active.Releases))
-	for _, r := range active.Releases {
-		names = append(names, r.Name)
+	h, err := c.holding(ctx, v.rt, v.at.Plan, v.rollouts, inflight)
+	if err != nil {
+		return err
 	}
-	digests := rollout.ReleaseDigests(names, v.at.Plan, inflight)
+	digests := h.Digests
 	keys := make([]string, 0, len(digests))
 	for k := range digests {
 		keys = append(keys, k)

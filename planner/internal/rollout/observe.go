@@ -225,7 +225,8 @@ const (
 type DriftDecision struct {
 	// Action to take.
 	Action DriftAction
-	// RepairDigest is the plan to write the release from (DriftRepair).
+	// RepairDigest is the plan to write the release from (DriftRepair); empty for a release
+	// with no step in the rollout: the plan it holds (Held), which the caller knows.
 	RepairDigest string
 	// Step is the release's step (DriftRepublish).
 	Step *v1alpha1.Step
@@ -307,7 +308,7 @@ func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time)
 	}
 	switch {
 	case s == nil:
-		return DriftDecision{Action: DriftRepair, RepairDigest: r.Spec.FromDigest}
+		return DriftDecision{Action: DriftRepair} // from the plan it holds (Held)
 	case s.State == v1alpha1.StepSucceeded:
 		return DriftDecision{Action: DriftRepair, RepairDigest: r.Spec.ToDigest}
 	case inFlight(s):
@@ -324,30 +325,4 @@ func SpecDriftMessage(d *bus.DriftReport) string {
 		msg += ": " + strings.Join(d.Fields, ", ")
 	}
 	return msg + ")"
-}
-
-// ReleaseDigests says, for every release the stack holds now, the plan it was last written
-// from: the rollout's to-plan for a release whose forward step succeeded, else the active plan
-// (from). Releases whose Remove step succeeded are gone. active lists the active plan's
-// releases. r may be nil (no rollout).
-func ReleaseDigests(active []string, activeDigest string, r *v1alpha1.RuntimeRollout) map[string]string {
-	out := make(map[string]string, len(active))
-	for _, n := range active {
-		out[n] = activeDigest
-	}
-	if r == nil {
-		return out
-	}
-	for i := range r.Status.Steps {
-		s := &r.Status.Steps[i]
-		if s.State != v1alpha1.StepSucceeded {
-			continue
-		}
-		if s.Action == v1alpha1.ActionRemove {
-			delete(out, s.Release)
-		} else {
-			out[s.Release] = r.Spec.ToDigest
-		}
-	}
-	return out
 }
