@@ -3,6 +3,7 @@
 package anonymous
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
@@ -64,12 +65,21 @@ func TestStaticAuthWithAnAnonymousRegistryRollsOut(t *testing.T) {
 	if err := s.ApplyRuntime(ctx, stack.DefaultRuntimeSpec()); err != nil {
 		t.Fatal(err)
 	}
-	// The credentials are usable: nothing holds the rollout.
-	rt, err := s.WaitCondition(ctx, stacktest.ChangeTimeout, v1alpha1.ConditionResolved, metav1.ConditionTrue, v1alpha1.ReasonResolved)
+	// The credentials are usable: credrefresher's report reached the runtime, and nothing holds
+	// the rollout.
+	var rt *v1alpha1.ClusterRuntime
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the credentials report on the runtime", func(ctx context.Context) (bool, error) {
+		got, err := s.Runtime(ctx)
+		if err != nil {
+			return false, err
+		}
+		rt = got
+		return got.Status.Credentials != nil, nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := rt.Status.Credentials; c == nil || c.Mode != "static" || c.Message != "" {
+	if c := rt.Status.Credentials; c.Mode != "static" || c.Message != "" {
 		t.Errorf("status.credentials %+v, want static with no problem", c)
 	}
 	rt, err = s.WaitCondition(ctx, stacktest.RolloutTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
