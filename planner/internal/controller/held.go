@@ -42,10 +42,16 @@ func (c *Controller) holding(ctx context.Context, rt *v1alpha1.ClusterRuntime, a
 }
 
 // heldPlan is the plan of what the stack holds (plan.Compose of each release from the plan it
-// was last written from), for the steps of a rollout from the active plan: nil when the stack
-// holds exactly the active plan.
-func (c *Controller) heldPlan(ctx context.Context, active *plan.Plan, h rollout.Holding) (*plan.Plan, error) {
-	if active == nil || !h.Moved(active.Digest(), releaseNames(active)) {
+// was last written from), for the steps of a rollout from the active plan (nil: nothing was
+// rolled out yet, but a first rollout that failed may have written releases): nil when the
+// stack holds exactly the active plan. bundle names the composed plan's bundle.
+func (c *Controller) heldPlan(ctx context.Context, active *plan.Plan, bundle plan.BundleMeta, h rollout.Holding) (*plan.Plan, error) {
+	var activeDigest string
+	var names []string
+	if active != nil {
+		activeDigest, names, bundle = active.Digest(), releaseNames(active), active.Bundle
+	}
+	if !h.Moved(activeDigest, names) {
 		return nil, nil
 	}
 	plans := map[string]*plan.Plan{}
@@ -64,5 +70,5 @@ func (c *Controller) heldPlan(ctx context.Context, active *plan.Plan, h rollout.
 		}
 		releases = append(releases, *r)
 	}
-	return plan.Compose(active.Bundle, releases)
+	return plan.Compose(bundle, releases)
 }

@@ -445,18 +445,20 @@ func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.Runtim
 		return nil, err
 	}
 	opts := plan.StepOptions{ApplyAll: r.Spec.Reason == v1alpha1.RolloutReasonEnginePolicyChanged}
-	if from != nil {
-		h, err := c.holding(ctx, v.rt, r.Spec.FromDigest, v.rollouts, nil)
-		if err != nil {
-			return nil, err
-		}
-		held, err := c.heldPlan(ctx, from, h)
-		if err != nil {
-			return nil, err
-		}
-		if held != nil {
-			from, opts.Force = held, h.Unsure
-		}
+	h, err := c.holding(ctx, v.rt, r.Spec.FromDigest, v.rollouts, nil)
+	if err != nil {
+		return nil, err
+	}
+	var bundle plan.BundleMeta
+	if to != nil {
+		bundle = to.Bundle
+	}
+	held, err := c.heldPlan(ctx, from, bundle, h)
+	if err != nil {
+		return nil, err
+	}
+	if held != nil {
+		from, opts.Force = held, h.Unsure
 	}
 	steps := plan.Steps(from, to, opts)
 	if steps == nil {

@@ -75,6 +75,18 @@ func TestHeld(t *testing.T) {
 			want:     Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}},
 		},
 	}
+	t.Run("a failed first install leaves what it wrote", func(t *testing.T) {
+		r := newRollout(t, nil, a, plan.StepOptions{})
+		r.Spec.RuntimeUID = uid
+		Advance(r, env(t0))
+		ObserveVerdict(r, ready(r, 1), t0)
+		Advance(r, env(t0.Add(DefaultActionTimeout)))
+		got := Held(nil, "", []v1alpha1.RuntimeRollout{at(r, 0, 0)}, uid)
+		first := Step(r, 1).Release
+		if got.Digests[first] != a.Digest() || len(got.Digests) != 1 || !got.Unsure[Step(r, 2).Release] || !got.Moved("", nil) {
+			t.Errorf("held %+v after a first install that failed at step 2", got)
+		}
+	})
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := Held(active, a.Digest(), tc.rollouts, uid)
