@@ -153,6 +153,7 @@ func desiredPatch(u *unstructured.Unstructured, now time.Time) []map[string]any 
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 	src, _, _ := unstructured.NestedMap(spec, "source")
 	dest, _, _ := unstructured.NestedMap(spec, "destination")
+	ignore, _, _ := unstructured.NestedSlice(spec, "ignoreDifferences")
 	rev, _, _ := unstructured.NestedString(src, "targetRevision")
 	status, _, _ := unstructured.NestedMap(u.Object, "status")
 	if status == nil {
@@ -164,12 +165,13 @@ func desiredPatch(u *unstructured.Unstructured, now time.Time) []map[string]any 
 
 	cmpSrc, _, _ := unstructured.NestedMap(status, "sync", "comparedTo", "source")
 	cmpDest, _, _ := unstructured.NestedMap(status, "sync", "comparedTo", "destination")
+	cmpIgnore, _, _ := unstructured.NestedSlice(status, "sync", "comparedTo", "ignoreDifferences")
 	syncStatus, _, _ := unstructured.NestedString(status, "sync", "status")
 	syncRev, _, _ := unstructured.NestedString(status, "sync", "revision")
 	health, _, _ := unstructured.NestedString(status, "health", "status")
 	resSrc, _, _ := unstructured.NestedMap(status, "operationState", "syncResult", "source")
 	resRev, _, _ := unstructured.NestedString(status, "operationState", "syncResult", "revision")
-	compared := equality.Semantic.DeepEqual(cmpSrc, src) && equality.Semantic.DeepEqual(cmpDest, dest)
+	compared := equality.Semantic.DeepEqual(cmpSrc, src) && equality.Semantic.DeepEqual(cmpDest, dest) && equality.Semantic.DeepEqual(cmpIgnore, ignore)
 	autoSync := !gate && (!equality.Semantic.DeepEqual(resSrc, src) || resRev != rev)
 	if !hasOp && !refresh && !autoSync && compared && syncStatus == "Synced" && syncRev == rev && health == "Healthy" {
 		return nil
@@ -177,8 +179,11 @@ func desiredPatch(u *unstructured.Unstructured, now time.Time) []map[string]any 
 
 	ts := now.Format(time.RFC3339)
 	next := runtime.DeepCopyJSON(status)
-	next["sync"] = map[string]any{"status": "Synced", "revision": rev,
-		"comparedTo": map[string]any{"source": runtime.DeepCopyJSONValue(src), "destination": runtime.DeepCopyJSONValue(dest)}}
+	comparedTo := map[string]any{"source": runtime.DeepCopyJSONValue(src), "destination": runtime.DeepCopyJSONValue(dest)}
+	if ignore != nil {
+		comparedTo["ignoreDifferences"] = runtime.DeepCopyJSONValue(ignore) // as Argo CD copies them in
+	}
+	next["sync"] = map[string]any{"status": "Synced", "revision": rev, "comparedTo": comparedTo}
 	if health != "Healthy" {
 		next["health"] = map[string]any{"status": "Healthy", "lastTransitionTime": ts}
 	}

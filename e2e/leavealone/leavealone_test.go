@@ -287,9 +287,10 @@ func TestDeletedApplicationIsWrittenAgain(t *testing.T) {
 }
 
 // "Create an Application with a release's name yourself": it is foreign; the operator never
-// writes or deletes it, and the rollout that reaches that release stalls with ForeignObject until
-// it is gone.
-func TestForeignApplicationStallsTheRolloutAndIsLeftAlone(t *testing.T) {
+// writes or deletes it, and the rollout that reaches that release fails (ForeignObject) at once,
+// with the labels and annotations that made it foreign in the condition, rather than retrying
+// until its action timeout. Deleting it, then the failed rollout, rolls the same plan out.
+func TestForeignApplicationFailsTheRolloutAndIsLeftAlone(t *testing.T) {
 	s := stacktest.Need(t)
 	rolledOut(t, s)
 	ctx := t.Context()
@@ -315,20 +316,29 @@ func TestForeignApplicationStallsTheRolloutAndIsLeftAlone(t *testing.T) {
 
 	components = append(components, extra)
 	applyBundle(t, s)
-	ro := inFlight(t, s, stallTimeout)
-	rt, err := s.WaitCondition(ctx, stallTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonForeignObject)
+	// At once: a step kept Blocked would stall with ForeignObject and retry until its action
+	// timeout (15 minutes), well past this wait.
+	rt, err := s.WaitCondition(ctx, stallTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(rt, v1alpha1.ConditionStalled); !strings.Contains(c.Message, extra.Name) {
-		t.Errorf("Stalled message %q does not name %s", c.Message, extra.Name)
-	}
-	ro, err = s.Rollout(ctx, ro.Name)
+	ro, err := s.Rollout(ctx, rt.Status.Rollout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := stepOf(t, ro, extra.Name); st.State != v1alpha1.StepBlocked || st.Reason != v1alpha1.ReasonForeignObject {
-		t.Errorf("step %s: %s %s (%s), want Blocked ForeignObject", extra.Name, st.State, st.Reason, st.Message)
+	if ro.Spec.ToDigest != rt.Status.DesiredPlan {
+		t.Fatalf("the failed rollout %s goes to %s, not to the desired plan %s", ro.Name, ro.Spec.ToDigest, rt.Status.DesiredPlan)
+	}
+	c := condition(rt, v1alpha1.ConditionStalled)
+	for _, want := range []string{ro.Name, extra.Name, v1alpha1.ReasonForeignObject,
+		`label app.kubernetes.io/managed-by is missing (want "aicr-operator")`, "annotation operator.aicr.run/runtime-uid is missing"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("Stalled message %q does not say %q", c.Message, want)
+		}
+	}
+	t.Logf("Stalled=True RolloutFailed: %s", c.Message)
+	if st := stepOf(t, ro, extra.Name); ro.Status.Phase != v1alpha1.PhaseFailed || st.State != v1alpha1.StepFailed || st.Reason != v1alpha1.ReasonForeignObject {
+		t.Errorf("rollout %s, step %s: %s %s (%s); want Failed, Failed ForeignObject", ro.Status.Phase, extra.Name, st.State, st.Reason, st.Message)
 	}
 	// Untouched: same object, spec, labels, annotations and finalizers, and no operator manager.
 	live := stacktest.Application(t, s, extra.Name)
@@ -343,18 +353,22 @@ func TestForeignApplicationStallsTheRolloutAndIsLeftAlone(t *testing.T) {
 		}
 	}
 
-	// Deleting it lets the rollout go on: the step's retry installs the release.
+	// Deleting it, then the failed rollout, tries the same plan again: it installs the release.
 	if err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Delete(ctx, extra.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WaitCondition(ctx, retryTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
+	gone(t, s, extra.Name, stallTimeout)
+	if err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Delete(ctx, ro.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitCondition(ctx, stacktest.RolloutTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Fatal(err)
 	}
 	app := waitApp(t, s, extra.Name, syncTimeout, "owned, Synced/Healthy", func(a *argoapp.Application) bool {
 		return a.UID != created.UID && a.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue && syncedHealthy(a)
 	})
 	if !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], ro.Name+"/") {
-		t.Errorf("%s was written by step %q, want a step of %s", extra.Name, app.Annotations[v1alpha1.AnnotationStep], ro.Name)
+		t.Errorf("%s was written by step %q, want a step of the new %s", extra.Name, app.Annotations[v1alpha1.AnnotationStep], ro.Name)
 	}
 }
 

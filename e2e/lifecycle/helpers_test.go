@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,11 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
@@ -195,12 +189,7 @@ func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string, action v1
 }
 
 func findStep(ro *v1alpha1.RuntimeRollout, release string) (v1alpha1.Step, bool) {
-	for _, st := range ro.Status.Steps {
-		if st.Release == release {
-			return st, true
-		}
-	}
-	return v1alpha1.Step{}, false
+	return stacktest.FindStep(ro, release)
 }
 
 // stepID is the ID of a rollout's step, as in the protocol: "<rollout>/<index>".
@@ -297,23 +286,6 @@ func upgradeGPUOperator(t *testing.T, s *stack.Stack) ([]byte, v1alpha1.ClusterR
 	return bundle, withOverride(spec, "gpu-operator", "driver.version", strconv.Quote(v))
 }
 
-// application decodes an Application.
-func application(u *unstructured.Unstructured) (*argoapp.Application, error) {
-	var app argoapp.Application
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
-		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
-	}
-	return &app, nil
-}
-
-func rollout(u *unstructured.Unstructured) (*v1alpha1.RuntimeRollout, error) {
-	var ro v1alpha1.RuntimeRollout
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
-		return nil, fmt.Errorf("decode rollout %s: %w", u.GetName(), err)
-	}
-	return &ro, nil
-}
-
 // ownedApplications lists the Applications the operator owns.
 func ownedApplications(ctx context.Context, s *stack.Stack) ([]*argoapp.Application, error) {
 	list, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).List(ctx,
@@ -323,7 +295,7 @@ func ownedApplications(ctx context.Context, s *stack.Stack) ([]*argoapp.Applicat
 	}
 	var out []*argoapp.Application
 	for i := range list.Items {
-		app, err := application(&list.Items[i])
+		app, err := stacktest.DecodeApplication(&list.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -359,143 +331,6 @@ func approve(t *testing.T, s *stack.Stack, name, reason string) {
 	if a := ro.Spec.Approval; a == nil || a.ApprovedBy != admin || a.Reason != reason || a.Revoked != nil {
 		t.Fatalf("rollout %s approval %+v, want approvedBy %q with reason %q", name, ro.Spec.Approval, admin, reason)
 	}
-}
-
-// history records every version of the objects a watch sees, with the resourceVersion each was
-// stored at. On the local stack resourceVersions are etcd revisions, one sequence across every
-// resource, so comparing them orders writes to different objects: what a second-precision
-// timestamp cannot.
-type history struct {
-	mu     sync.Mutex
-	events []recorded
-	err    error
-}
-
-type recorded struct {
-	Type   watch.EventType // "LIST" for the state found when the watch began
-	RV     uint64
-	Object *unstructured.Unstructured
-}
-
-// record watches gvr (in namespace, "" for cluster-scoped) from now until the test ends.
-func record(t *testing.T, s *stack.Stack, gvr schema.GroupVersionResource, namespace string) *history {
-	t.Helper()
-	var ri dynamic.ResourceInterface = s.Dynamic.Resource(gvr)
-	if namespace != "" {
-		ri = s.Dynamic.Resource(gvr).Namespace(namespace)
-	}
-	list, err := ri.List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("list %s: %v", gvr.Resource, err)
-	}
-	h := &history{}
-	for i := range list.Items {
-		h.add("LIST", &list.Items[i])
-	}
-	rv := list.GetResourceVersion()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			w, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-			if err != nil {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(200 * time.Millisecond): // retry delay of a failed watch call
-				}
-				continue
-			}
-			for ev := range w.ResultChan() {
-				u, ok := ev.Object.(*unstructured.Unstructured)
-				if ev.Type == watch.Error || !ok {
-					h.fail(fmt.Errorf("watch %s: %v", gvr.Resource, apierrors.FromObject(ev.Object)))
-					w.Stop()
-					return
-				}
-				rv = u.GetResourceVersion()
-				h.add(ev.Type, u)
-			}
-			w.Stop()
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return h
-}
-
-func (h *history) add(typ watch.EventType, u *unstructured.Unstructured) {
-	rv, err := strconv.ParseUint(u.GetResourceVersion(), 10, 64)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err != nil {
-		h.err = fmt.Errorf("resourceVersion %q of %s is not an etcd revision: %w", u.GetResourceVersion(), u.GetName(), err)
-		return
-	}
-	h.events = append(h.events, recorded{Type: typ, RV: rv, Object: u.DeepCopy()})
-}
-
-func (h *history) fail(err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.err == nil {
-		h.err = err
-	}
-}
-
-// of returns the recorded versions of the named object, oldest first.
-func (h *history) of(t *testing.T, name string) []recorded {
-	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.err != nil {
-		t.Fatal(h.err)
-	}
-	var out []recorded
-	for _, e := range h.events {
-		if e.Object.GetName() == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// firstApp returns the first recorded version of the Application for which match holds.
-func firstApp(t *testing.T, h *history, name string, match func(*argoapp.Application) bool) (recorded, *argoapp.Application, bool) {
-	t.Helper()
-	for _, e := range h.of(t, name) {
-		app, err := application(e.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if match(app) {
-			return e, app, true
-		}
-	}
-	return recorded{}, nil, false
-}
-
-// firstStep returns the first recorded version of the rollout in which its step for release
-// satisfies match; a match already in the state found when the watch began does not count,
-// because its resourceVersion is not the one the step changed at.
-func firstStep(t *testing.T, h *history, rolloutName, release string, match func(v1alpha1.Step) bool) (recorded, v1alpha1.Step) {
-	t.Helper()
-	for _, e := range h.of(t, rolloutName) {
-		ro, err := rollout(e.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, ok := findStep(ro, release)
-		if !ok || !match(st) {
-			continue
-		}
-		if e.Type == "LIST" {
-			t.Fatalf("rollout %s: step %s already matched when the watch began", rolloutName, release)
-		}
-		return e, st
-	}
-	t.Fatalf("rollout %s: no recorded version where step %s matches", rolloutName, release)
-	return recorded{}, v1alpha1.Step{}
 }
 
 // stepSucceeded matches a Succeeded step.

@@ -7,12 +7,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
@@ -41,8 +48,8 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
 	bundle, spec := upgradeGPUOperator(t, s)
-	apps := record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
-	rollouts := record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	before := stacktest.Application(t, s, "gpu-operator")
 	if before.Status.Sync.Status != "Synced" || before.Status.Health.Status != "Healthy" {
 		t.Fatalf("gpu-operator before the upgrade: %s/%s, want Synced/Healthy", before.Status.Sync.Status, before.Status.Health.Status)
@@ -109,7 +116,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	if c := readyOf(rt); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonRollingOut {
 		t.Errorf("runtime while held: Ready=%s/%s, want False/%s", c.Status, c.Reason, v1alpha1.ReasonRollingOut)
 	}
-	if _, stale, ok := firstApp(t, apps, "gpu-operator", func(a *argoapp.Application) bool {
+	if _, stale, ok := apps.FirstApp(t, "gpu-operator", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Status.Sync.Status == "Synced" && a.Status.Health.Status == "Healthy" &&
 			a.Status.Sync.ComparedTo.Source.Helm != nil && !appspec.EqualSource(&a.Status.Sync.ComparedTo.Source, a.Spec.Source)
 	}); ok {
@@ -123,7 +130,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	waitRolledOut(t, s)
 
 	// The recorded facts: the sync of the new spec finished before the step did.
-	syncEv, synced, ok := firstApp(t, apps, "gpu-operator", func(a *argoapp.Application) bool {
+	syncEv, synced, ok := apps.FirstApp(t, "gpu-operator", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && syncedSpec(a)
 	})
 	if !ok {
@@ -135,14 +142,14 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	if got := synced.Spec.Source.Helm.ValuesObject; got == nil || !strings.Contains(string(got.Raw), driverVersionOf(spec)) {
 		t.Fatalf("the synced values %s do not carry the new driver version %s", got.Raw, driverVersionOf(spec))
 	}
-	doneEv, doneStep := firstStep(t, rollouts, ro.Name, "gpu-operator", stepSucceeded)
+	doneEv, doneStep := rollouts.FirstStep(t, ro.Name, "gpu-operator", stepSucceeded)
 	if doneEv.RV <= syncEv.RV {
 		t.Errorf("the step turned Succeeded at resourceVersion %d, not after the sync of the new spec finished (%d)", doneEv.RV, syncEv.RV)
 	}
 	if doneStep.FinishedAt == nil || doneStep.FinishedAt.Before(synced.Status.OperationState.FinishedAt) {
 		t.Errorf("step finishedAt %v is before the sync's finishedAt %v", doneStep.FinishedAt, synced.Status.OperationState.FinishedAt)
 	}
-	if heldEv, _ := firstStep(t, rollouts, ro.Name, "gpu-operator", func(st v1alpha1.Step) bool {
+	if heldEv, _ := rollouts.FirstStep(t, ro.Name, "gpu-operator", func(st v1alpha1.Step) bool {
 		f, _ := fence(st.Verdict, v1alpha1.FenceHealthy)
 		return st.State == v1alpha1.StepInProgress && f.State == v1alpha1.FenceOpen
 	}); heldEv.RV >= doneEv.RV {
@@ -210,8 +217,8 @@ func TestReadinessGateIsSyncedByTheOperatorInItsStep(t *testing.T) {
 func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	s := stacktest.Need(t)
 	bundle, spec := upgradeGPUOperator(t, s)
-	apps := record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
-	rollouts := record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	ro := change(t, s, bundle, spec)
 	gate := stepOf(t, ro, "gpu-operator-readiness", v1alpha1.ActionApply)
 	id := stepID(ro, gate)
@@ -232,13 +239,13 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 		t.Errorf("gate still carries %s=%q after its step", v1alpha1.AnnotationArgoRefresh, v)
 	}
 
-	asked, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argoapp.Application) bool {
+	asked, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
 	})
 	if !ok {
 		t.Fatalf("no recorded version of the gate carries refresh=%s with refresh-for=%s", v1alpha1.ArgoRefreshNormal, id)
 	}
-	cleared, _, ok := firstApp(t, apps, "gpu-operator-readiness", func(a *argoapp.Application) bool {
+	cleared, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		_, refresh := a.Annotations[v1alpha1.AnnotationArgoRefresh]
 		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && !refresh
 	})
@@ -248,7 +255,7 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	if cleared.RV <= asked.RV {
 		t.Errorf("refresh cleared at rv %d, not after it was asked at rv %d", cleared.RV, asked.RV)
 	}
-	doneEv, _ := firstStep(t, rollouts, ro.Name, "gpu-operator-readiness", stepSucceeded)
+	doneEv, _ := rollouts.FirstStep(t, ro.Name, "gpu-operator-readiness", stepSucceeded)
 	if doneEv.RV <= cleared.RV {
 		t.Errorf("the gate's step finished at rv %d, before Argo CD cleared the refresh (rv %d)", doneEv.RV, cleared.RV)
 	}
@@ -277,7 +284,7 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	if _, err := cms.Get(ctx, release+"-config", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the release's ConfigMap before the Remove: %v", err)
 	}
-	apps := record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 
 	ro := change(t, s, bundleWithout(t, s, release), spec)
 	stepOf(t, ro, release, v1alpha1.ActionRemove)
@@ -318,18 +325,18 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 
 	// What the Application went through: armed by the operator, deleted, then gone; always the
 	// same object.
-	armed, _, ok := firstApp(t, apps, release, func(a *argoapp.Application) bool {
+	armed, _, ok := apps.FirstApp(t, release, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationDeleteRollout] == ro.Name && slices.Contains(a.Finalizers, v1alpha1.ArgoResourcesFinalizer)
 	})
 	if !ok {
 		t.Fatalf("no recorded version of %s carries delete-rollout=%s with the resources finalizer", release, ro.Name)
 	}
-	deleting, _, ok := firstApp(t, apps, release, func(a *argoapp.Application) bool { return a.DeletionTimestamp != nil })
+	deleting, _, ok := apps.FirstApp(t, release, func(a *argoapp.Application) bool { return a.DeletionTimestamp != nil })
 	if !ok || deleting.RV < armed.RV {
 		t.Fatalf("the Application was not deleted after it was armed (armed rv %d, deleting %v)", armed.RV, ok)
 	}
 	var deleted bool
-	for _, e := range apps.of(t, release) {
+	for _, e := range apps.Of(t, release) {
 		if e.Object.GetUID() != before.UID {
 			t.Errorf("recorded %s %s with uid %s, not the removed Application's %s", e.Type, release, e.Object.GetUID(), before.UID)
 		}
@@ -340,10 +347,144 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	}
 
 	t.Run("a recreated namesake is never deleted", func(t *testing.T) {
-		t.Skip("covered on a real kube-apiserver by applier/internal/appwriter TestIntegrationRemoveNeverDeletesARecreatedNamesake " +
-			"(-tags integration): a namesake created between the applier's read and its delete survives the UID precondition; " +
-			"in e2e that window is a few milliseconds inside one handling of the command and cannot be entered from outside")
+		recreatedNamesakeIsNeverDeleted(t, s, release, spec)
 	})
+}
+
+// recreatedNamesakeIsNeverDeleted removes release again, and recreates it under the same name
+// (someone else's, foreign) between the applier's read of the Application and its delete: a
+// webhook of the test's holds the applier's DELETE while it deletes the original and creates
+// the namesake. The API server then finds another UID than the delete's precondition names and
+// refuses it; the applier reads again, finds a foreign Application, and the rollout fails with
+// ForeignObject. The namesake is untouched. Deleting it, then the failed rollout, completes the
+// Remove.
+func recreatedNamesakeIsNeverDeleted(t *testing.T, s *stack.Stack, release string, spec v1alpha1.ClusterRuntimeSpec) {
+	ctx := t.Context()
+	ensure(t, s, fullBundle(t, s), spec)
+	apps := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+	original := stacktest.Application(t, s, release)
+
+	var probed, swapped atomic.Bool
+	var namesake atomic.Pointer[argoapp.Application]
+	var swapErr atomic.Pointer[error]
+	stop, err := s.Intercept(ctx, "e2e-namesake", []admissionregistrationv1.OperationType{admissionregistrationv1.Delete}, func(req *admissionv1.AdmissionRequest) {
+		if req.Name != release {
+			return
+		}
+		if req.DryRun != nil && *req.DryRun {
+			probed.Store(true)
+			return
+		}
+		if req.UserInfo.Username != stack.Identity("applier") || swapped.Swap(true) {
+			return
+		}
+		// Inside the applier's DELETE of the original: it goes, and a namesake comes.
+		fail := func(err error) { swapErr.Store(&err) }
+		bg := context.Background()
+		if _, err := apps.Patch(bg, release, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: "e2e-person"}); err != nil {
+			fail(fmt.Errorf("take the finalizer off the original: %w", err))
+			return
+		}
+		uid := original.UID
+		if err := apps.Delete(bg, release, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
+			fail(fmt.Errorf("delete the original: %w", err))
+			return
+		}
+		created, err := createForeign(bg, s, release)
+		if err != nil {
+			fail(err)
+			return
+		}
+		namesake.Store(created)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the test's webhook called", func(ctx context.Context) (bool, error) {
+		if err := apps.Delete(ctx, release, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			return false, err
+		}
+		return probed.Load(), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ro := change(t, s, bundleWithout(t, s, release), spec)
+	stepOf(t, ro, release, v1alpha1.ActionRemove)
+	approve(t, s, ro.Name, "e2e: dcgm-exporter leaves the bundle again")
+	rt, err := s.WaitCondition(ctx, goneTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := swapErr.Load(); p != nil {
+		t.Fatalf("the namesake was not put in place: %v", *p)
+	}
+	created := namesake.Load()
+	if !swapped.Load() || created == nil {
+		t.Fatalf("the applier's DELETE of %s never reached the test's webhook", release)
+	}
+	if c := meta.FindStatusCondition(rt.Status.Conditions, v1alpha1.ConditionStalled); c == nil || !strings.Contains(c.Message, v1alpha1.ReasonForeignObject) || !strings.Contains(c.Message, release) {
+		t.Errorf("Stalled=True RolloutFailed message %q does not name %s and ForeignObject", c.Message, release)
+	}
+	live := stacktest.Application(t, s, release)
+	if live.UID != created.UID || live.DeletionTimestamp != nil || len(live.Finalizers) != 0 || live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
+		t.Fatalf("the namesake %s (uid %s) was touched: uid %s, deletion %v, finalizers %v, annotations %v",
+			release, created.UID, live.UID, live.DeletionTimestamp, live.Finalizers, live.Annotations)
+	}
+	for _, e := range live.ManagedFields {
+		if strings.HasPrefix(e.Manager, v1alpha1.FieldManager) {
+			t.Errorf("the namesake has fields managed by %s", e.Manager)
+		}
+	}
+
+	// The person deletes their namesake, and the failed rollout to try again: the Remove ends.
+	stop()
+	if err := apps.Delete(ctx, release, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Delete(ctx, ro.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "rollout "+ro.Name+" created again", func(ctx context.Context) (bool, error) {
+		r, err := s.Rollout(ctx, ro.Name)
+		if err != nil {
+			return false, err
+		}
+		return r.UID != ro.UID && len(r.Status.Steps) > 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve(t, s, ro.Name, "e2e: dcgm-exporter leaves the bundle again")
+	waitRolloutDone(t, s, ro.Name)
+	waitRolledOut(t, s)
+}
+
+// createForeign creates someone else's Application under name: another project and
+// destination, no sync policy, none of the operator's labels or annotations.
+func createForeign(ctx context.Context, s *stack.Stack, name string) (*argoapp.Application, error) {
+	app := &argoapp.Application{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: stack.EngineNamespace, Labels: map[string]string{"team": "someone-else"}},
+		Spec: argoapp.ApplicationSpec{
+			Project:     "default",
+			Source:      &argoapp.ApplicationSource{RepoURL: "oci://" + s.Repository + "/charts/cert-manager", Path: ".", TargetRevision: s.Digests["cert-manager"]},
+			Destination: argoapp.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "e2e-someone-else"},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(app)
+	if err != nil {
+		return nil, err
+	}
+	delete(obj, "status")
+	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
+		Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "e2e-person"})
+	if err != nil {
+		return nil, fmt.Errorf("create the namesake %s: %w", name, err)
+	}
+	return stacktest.DecodeApplication(u)
 }
 
 // suspendEngine=true writes every owned Application with automated sync off
@@ -497,7 +638,7 @@ func TestDeletionPolicyDeleteRemovesEveryReleaseInReverseOrder(t *testing.T) {
 	}
 	rt := waitRolledOut(t, s)
 	releases := releasesOf(t, s, rt.Status.ActivePlan)
-	rollouts := record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 
 	if err := s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Delete(ctx, v1alpha1.RuntimeName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -565,8 +706,8 @@ func TestDeletionPolicyDeleteRemovesEveryReleaseInReverseOrder(t *testing.T) {
 		// planner records the one and starts the other in the same status write, so the
 		// resourceVersions may be equal).
 		for _, d := range c.DependsOn {
-			goneEv, gone := firstStep(t, rollouts, ro.Name, c.Name, stepSucceeded)
-			startEv, start := firstStep(t, rollouts, ro.Name, d, func(st v1alpha1.Step) bool { return st.StartedAt != nil })
+			goneEv, gone := rollouts.FirstStep(t, ro.Name, c.Name, stepSucceeded)
+			startEv, start := rollouts.FirstStep(t, ro.Name, d, func(st v1alpha1.Step) bool { return st.StartedAt != nil })
 			if startEv.RV < goneEv.RV || start.StartedAt.Before(gone.FinishedAt) {
 				t.Errorf("%s's removal started (rv %d, %s) before %s's removal finished (rv %d, %s)", d, startEv.RV, start.StartedAt, c.Name, goneEv.RV, gone.FinishedAt)
 			}

@@ -70,8 +70,12 @@ func (s *Stack) ECR() *FakeECR {
 	return s.opts.AWSAuth.ecr
 }
 
-// registryAuth is the registry's user: AWS with a fresh password in aws mode.
+// registryAuth is the registry's user: AWS with a fresh password in aws mode; none for an
+// anonymous registry.
 func (o Options) registryAuth() *testenv.BasicAuth {
+	if o.AnonymousRegistry {
+		return nil
+	}
 	user := "aicr"
 	if o.AWSAuth != nil {
 		user = ECRUsername

@@ -67,6 +67,10 @@ type Options struct {
 	AWSAuth *AWSAuth
 	// Chaos, when set, runs NATS as a process and no Argo CD, for fault injection (chaos.go).
 	Chaos *ChaosOptions
+	// AnonymousRegistry runs the registry without authentication and gives Argo CD only the
+	// repo-creds Secret, as the specification's snippet creates it for static mode: an empty
+	// username and password, and no per-chart repository Secret.
+	AnonymousRegistry bool
 }
 
 // Stack is a running local stack.
@@ -191,17 +195,24 @@ func (s *Stack) prepareCluster(ctx context.Context) error {
 		}
 	}
 	// The repo-creds Secret the chart documents for registry.auth static: the admin's
-	// credentials for every chart under registry.repository.
+	// credentials for every chart under registry.repository (empty for an anonymous registry).
+	user, password := "", ""
+	if a := s.Env.Registry.Auth; a != nil {
+		user, password = a.Username, a.Password
+	}
 	creds := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: RepoCredsSecret, Namespace: EngineNamespace,
 			Labels: map[string]string{v1alpha1.LabelArgoSecretType: v1alpha1.ArgoSecretTypeRepoCreds}},
 		StringData: map[string]string{
 			"type": "oci", "url": "oci://" + s.Repository, "insecureOCIForceHttp": "true",
-			"username": s.Env.Registry.Auth.Username, "password": s.Env.Registry.Auth.Password,
+			"username": user, "password": password,
 		},
 	}
 	if _, err := s.Kube.CoreV1().Secrets(EngineNamespace).Create(ctx, creds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create repo-creds secret: %w", err)
+	}
+	if s.opts.AnonymousRegistry {
+		return s.labelGPUNodeAndIdentities(ctx) // Argo CD inherits insecureOCIForceHttp from repo-creds
 	}
 	// One repository Secret per chart as well: the local registry is plain HTTP, which Argo CD
 	// v3.4.2 honours per repository (insecureOCIForceHttp).
@@ -210,6 +221,11 @@ func (s *Stack) prepareCluster(ctx context.Context) error {
 			return err
 		}
 	}
+	return s.labelGPUNodeAndIdentities(ctx)
+}
+
+// labelGPUNodeAndIdentities labels the GPU node and creates the binaries' identities.
+func (s *Stack) labelGPUNodeAndIdentities(ctx context.Context) error {
 	// kwok's node plays a GPU node, so the accelerated placement has somewhere to land.
 	if s.Env.NodeName != "" {
 		patch := []byte(`{"metadata":{"labels":{"` + GPUNodeLabel + `":"true"}}}`)

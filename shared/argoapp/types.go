@@ -249,11 +249,13 @@ type SyncStatus struct {
 	Revision   string         `json:"revision,omitempty"`
 }
 
-// ComparedTo is the spec the last comparison used (comparedTo.sources and ignoreDifferences
-// are not decoded).
+// ComparedTo is the spec the last comparison used (comparedTo.sources is not decoded).
+// IgnoreDifferences is what Argo CD compared with: a write that changes only the comparison
+// exceptions is proven compared once it shows the new ones.
 type ComparedTo struct {
-	Source      ApplicationSource      `json:"source,omitempty"`
-	Destination ApplicationDestination `json:"destination"`
+	Source            ApplicationSource      `json:"source,omitempty"`
+	Destination       ApplicationDestination `json:"destination"`
+	IgnoreDifferences IgnoreDifferences      `json:"ignoreDifferences,omitempty"`
 }
 
 // HealthStatusCode is a health status.

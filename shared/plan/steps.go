@@ -13,6 +13,10 @@ type StepOptions struct {
 	// ApplyAll gives every unchanged release an Apply step: the one rollout an engine policy
 	// move makes, to the same charts and values.
 	ApplyAll bool
+	// Force gives the named releases an Apply step even when unchanged: releases a rollout
+	// that ended without success started a step on and did not finish, which were never
+	// judged ready at what they hold.
+	Force map[string]bool
 }
 
 // Steps derives a rollout's steps from the plan the stack is at (from, nil for nothing) to the
@@ -42,7 +46,7 @@ func Steps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 				action[i] = v1alpha1.ActionInstall
 			case !sameContent(from, from.byName[r.Name], to, i):
 				action[i] = v1alpha1.ActionUpgrade
-			case !sameGraph(old, r) || opts.ApplyAll:
+			case !sameGraph(old, r) || opts.ApplyAll || opts.Force[r.Name]:
 				action[i] = v1alpha1.ActionApply
 			}
 		}

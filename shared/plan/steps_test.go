@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -246,5 +247,32 @@ func TestStepsValuesKeyOrder(t *testing.T) {
 	}
 	if got := Steps(from, to, StepOptions{}); len(got) != 0 {
 		t.Errorf("Steps = %+v, want none", got)
+	}
+}
+
+// Compose seals a plan of releases taken from several plans; Force gives an unchanged release
+// an Apply step.
+func TestComposeAndForce(t *testing.T) {
+	b := &Bundle{APIVersion: BundleAPIVersion, Kind: BundleKind, Metadata: BundleMeta{Name: "s", Version: "1"}}
+	for _, n := range []string{"a", "b"} {
+		b.Components = append(b.Components, Component{Name: n, Namespace: n, Chart: ChartRef{Path: "charts/" + n, Digest: "sha256:" + strings.Repeat("1", 64)}, Values: []byte(`{"v":1}`)})
+	}
+	p, err := Resolve(b, Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	composed, err := Compose(p.Bundle, []Release{p.Releases[1], p.Releases[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if composed.Digest() != p.Digest() || composed.Releases[0].Name != "a" {
+		t.Errorf("composed of a plan's own releases: digest %s (plan %s), first %s", composed.Digest(), p.Digest(), composed.Releases[0].Name)
+	}
+	if _, err := Compose(p.Bundle, []Release{p.Releases[0], p.Releases[0]}); err == nil || !strings.Contains(err.Error(), "release a given twice") {
+		t.Errorf("a release given twice: %v", err)
+	}
+	steps := Steps(composed, p, StepOptions{Force: map[string]bool{"b": true}})
+	if len(steps) != 1 || steps[0].Release != "b" || steps[0].Action != v1alpha1.ActionApply {
+		t.Errorf("steps %+v, want one Apply of b", steps)
 	}
 }

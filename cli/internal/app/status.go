@@ -139,11 +139,19 @@ each change.`,
 	return cmd
 }
 
-func describeDoc(ro *kube.Rollout, now func() time.Time) output.Doc {
+// describeDoc is a rollout's description; with the runtime (nil: not read), also the releases
+// of its active plan not ready since their rollout.
+func describeDoc(ro *kube.Rollout, rt *kube.Runtime, now func() time.Time) output.Doc {
 	return output.Doc{
 		Object: ro.Raw,
 		Names:  []string{output.Name(ro.Raw)},
-		Text:   textOf(func(w io.Writer) error { return view.Describe(w, ro.RuntimeRollout, now()) }),
+		Text: textOf(func(w io.Writer) error {
+			t := now()
+			if err := view.Describe(w, ro.RuntimeRollout, t); err != nil || rt == nil {
+				return err
+			}
+			return view.DescribeReleases(w, rt.ClusterRuntime, t)
+		}),
 	}
 }
 
@@ -155,7 +163,8 @@ func newDescribeCmd(o *options) *cobra.Command {
 		Short: "A rollout's steps, each readiness fence, the approval and the outcome",
 		Long: `Describe a RuntimeRollout (the runtime's current one when no name is given): its plans, phase,
 outcome and deadline, the approval, every step with its state and times, and for each step the
-readiness verdict with every fence (passed, open or failed) and what it saw.
+readiness verdict with every fence (passed, open or failed) and what it saw; then the releases of the
+runtime's active plan that readiness judged not ready after their rollout, with their open fences.
 
 With --watch the command follows the rollout with a watch until it ends (an outcome), or Ctrl-C:
 redrawn in place on a terminal, with a progress bar and the elapsed time on top; one line per
@@ -184,7 +193,14 @@ change otherwise.`,
 				return err
 			}
 			if !watch {
-				return out.Print(o.env.Stdout, describeDoc(ro, o.env.Clock.Now))
+				rt, err := kc.Runtime(ctx)
+				switch {
+				case errors.Is(err, kube.ErrRuntimeNotFound):
+					rt = nil // a named rollout of a runtime that is gone
+				case err != nil:
+					return err
+				}
+				return out.Print(o.env.Stdout, describeDoc(ro, rt, o.env.Clock.Now))
 			}
 			return o.runLive(ctx, kc, out, liveView{
 				follow: kube.FollowOptions{Rollout: ro.Name},
@@ -198,7 +214,7 @@ change otherwise.`,
 					if s.Rollout == nil {
 						return output.Doc{Object: output.List(), Text: func(io.Writer) error { return nil }}
 					}
-					return describeDoc(s.Rollout, o.env.Clock.Now)
+					return describeDoc(s.Rollout, nil, o.env.Clock.Now)
 				},
 				done: func(s kube.Snapshot) bool { return s.Rollout != nil && s.Rollout.Status.Outcome != "" },
 			})

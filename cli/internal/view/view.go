@@ -102,6 +102,35 @@ func Describe(w io.Writer, ro *v1alpha1.RuntimeRollout, now time.Time) error {
 	return nil
 }
 
+// DescribeReleases writes the releases of the active plan that readiness judged not ready
+// after their step (the runtime is then Ready=False/NotReady), each with its open fences;
+// nothing when there are none.
+func DescribeReleases(w io.Writer, rt *v1alpha1.ClusterRuntime, now time.Time) error {
+	var bad []v1alpha1.ReleaseHealth
+	for _, h := range rt.Status.Releases {
+		if !h.Ready {
+			bad = append(bad, h)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintf(w, "\nReleases not ready since their rollout (runtime %s):\n", rt.Name); err != nil {
+		return err
+	}
+	for _, h := range bad {
+		fmt.Fprintf(w, "\n  %s (step %s): not ready since %s, observed %s\n", h.Release, orDash(h.Step, "-"), stamp(h.Since, now), stamp(h.ObservedAt, now))
+		for _, f := range h.Fences {
+			fmt.Fprintf(w, "      %s %-17s %s", fenceMark(f.State), f.Name, f.State)
+			if f.Message != "" {
+				fmt.Fprintf(w, ": %s", f.Message)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
 // Status writes where the runtime and its rollout are: step n/N, what blocks progress and since
 // when, and what a person can do about it.
 func Status(w io.Writer, rt *v1alpha1.ClusterRuntime, ro *v1alpha1.RuntimeRollout, now time.Time) error {

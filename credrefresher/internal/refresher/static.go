@@ -82,6 +82,9 @@ func (s *Static) check(ctx context.Context, last *staticState) {
 		st = bus.CredentialsStatus{Mode: ModeStatic, Reason: v1alpha1.ReasonRegistryCredentialsUnavailable,
 			Message: truncate("Secret " + s.Secret.String() + " is not usable by Argo CD: " + strings.Join(rep.Problems, "; "))}
 		level = zerolog.WarnLevel
+	case rep.Anonymous:
+		st = bus.CredentialsStatus{Mode: ModeStatic, OK: true, Message: "Secret " + s.Secret.String() + " has the repo-creds label, type oci and url, and no username or password: Argo CD pulls anonymously"}
+		level = zerolog.DebugLevel
 	default:
 		st = bus.CredentialsStatus{Mode: ModeStatic, OK: true, Message: "Secret " + s.Secret.String() + " has the repo-creds label, type oci, url, username and password"}
 		level = zerolog.DebugLevel

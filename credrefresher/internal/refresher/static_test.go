@@ -74,3 +74,23 @@ func TestStaticReportsWhatIsMissingAndNeverWrites(t *testing.T) {
 		}
 	}
 }
+
+// A registry that needs no credentials: the Secret the specification's snippet creates, with an
+// empty username and password, is usable; the report says Argo CD pulls anonymously.
+func TestStaticAcceptsAnAnonymousRegistry(t *testing.T) {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace, Labels: map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
+		Data: map[string][]byte{"type": []byte("oci"), "url": []byte("oci://registry.example.com/aicr"),
+			"username": {}, "password": {}},
+	}
+	rec := &recorder{}
+	metrics, _ := newMetrics()
+	clk := clocktesting.NewFakeClock(t0)
+	run(t, &refresher.Static{Checker: &secret.Store{Secrets: k8sfake.NewClientset(s).CoreV1(), Ref: ref}, Reporter: rec, Clock: clk,
+		Metrics: metrics, Secret: ref, WantURL: "oci://registry.example.com/aicr", Interval: time.Minute})
+	eventually(t, loopSettleTimeout, "the first check", func() bool { return len(rec.reports()) == 1 })
+	got := rec.reports()[0].status
+	if !got.OK || got.Reason != "" || !strings.Contains(got.Message, "no username or password: Argo CD pulls anonymously") {
+		t.Errorf("report = %+v, want OK for anonymous pulls", got)
+	}
+}

@@ -196,15 +196,19 @@ type Report struct {
 	ResourceVersion string
 	// Problems, in a stable order; empty when Argo CD can use the Secret.
 	Problems []string
+	// Anonymous is true when the Secret holds neither a username nor a password: Argo CD pulls
+	// without logging in, which a registry that needs no credentials accepts.
+	Anonymous bool
 }
 
 // OK reports whether the Secret is usable.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
 
 // Check reads the Secret and reports what Argo CD would miss in it: the repo-creds label, and
-// type oci, url, username and password non-empty. When wantURL is set, url must be a prefix of
-// it (Argo CD matches credential templates by URL prefix). An absent Secret is a Report with one
-// problem, not an error; errors are the API server's.
+// type oci and url non-empty; username and password both set, or both empty or absent (a
+// registry that needs no credentials: Argo CD pulls anonymously). When wantURL is set, url must
+// be a prefix of it (Argo CD matches credential templates by URL prefix). An absent Secret is a
+// Report with one problem, not an error; errors are the API server's.
 func (s *Store) Check(ctx context.Context, wantURL string) (Report, error) {
 	live, err := s.Secrets.Secrets(s.Ref.Namespace).Get(ctx, s.Ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -228,10 +232,18 @@ func (s *Store) Check(ctx context.Context, wantURL string) (Report, error) {
 		}
 		return string(live.Data[k])
 	}
-	for _, k := range []string{KeyType, KeyURL, KeyUsername, KeyPassword} {
+	for _, k := range []string{KeyType, KeyURL} {
 		if get(k) == "" {
 			r.Problems = append(r.Problems, fmt.Sprintf("data.%s is missing or empty", k))
 		}
+	}
+	switch user, pass := get(KeyUsername), get(KeyPassword); {
+	case user == "" && pass == "":
+		r.Anonymous = true
+	case user == "":
+		r.Problems = append(r.Problems, fmt.Sprintf("data.%s is missing or empty while data.%s is set: give both for a registry that needs credentials, or neither for one that does not", KeyUsername, KeyPassword))
+	case pass == "":
+		r.Problems = append(r.Problems, fmt.Sprintf("data.%s is missing or empty while data.%s is set: give both for a registry that needs credentials, or neither for one that does not", KeyPassword, KeyUsername))
 	}
 	if t := get(KeyType); t != "" && t != TypeOCI {
 		r.Problems = append(r.Problems, fmt.Sprintf("data.%s is not %s", KeyType, TypeOCI))

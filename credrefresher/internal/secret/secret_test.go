@@ -214,9 +214,27 @@ func TestCheck(t *testing.T) {
 			}(),
 			want: []string{"label argocd.argoproj.io/secret-type is not repo-creds"},
 		},
-		"empty password and no username": {
+		"empty password and no username: an anonymous registry": {
 			secret: func() *corev1.Secret { s := good(); s.Data["password"] = nil; delete(s.Data, "username"); return s }(),
-			want:   []string{"data.username is missing or empty", "data.password is missing or empty"},
+		},
+		"empty username and password, as the specification's snippet creates them": {
+			secret: func() *corev1.Secret {
+				s := good()
+				s.Data["password"], s.Data["username"] = []byte{}, []byte{}
+				return s
+			}(),
+		},
+		"a username without a password": {
+			secret: func() *corev1.Secret { s := good(); delete(s.Data, "password"); return s }(),
+			want:   []string{"data.password is missing or empty while data.username is set: give both for a registry that needs credentials, or neither for one that does not"},
+		},
+		"a password without a username": {
+			secret: func() *corev1.Secret { s := good(); s.Data["username"] = nil; return s }(),
+			want:   []string{"data.username is missing or empty while data.password is set: give both for a registry that needs credentials, or neither for one that does not"},
+		},
+		"no url": {
+			secret: func() *corev1.Secret { s := good(); delete(s.Data, "url"); return s }(),
+			want:   []string{"data.url is missing or empty"},
 		},
 		"a helm type": {
 			secret: func() *corev1.Secret { s := good(); s.Data["type"] = []byte("helm"); return s }(),

@@ -18,26 +18,34 @@ import (
 )
 
 // handleVerdict takes readiness's verdict: a ready verdict for the step in flight finishes it
-// and, in the same handling, starts every step it unblocked.
+// and, in the same handling, starts every step it unblocked. A verdict no step in flight waits
+// for (after the release's rollout, or on a repair) goes to the runtime's release list
+// (onHealth), which makes it NotReady while a release of the active plan is not ready.
 func (c *Controller) handleVerdict(ctx context.Context, m *dispatch.Message) error {
 	var v bus.ReleaseVerdict
 	if err := m.Decode(&v); err != nil {
 		return err
 	}
-	name, _, ok := rollout.ParseStepID(v.StepID)
-	if !ok {
-		return nil // a repair's verdict: nothing waits for it
-	}
-	now := c.cfg.Clock.Now()
-	observe := func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) { rollout.ObserveVerdict(r, &v, now) }
-	noteOnly := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool {
-		if !rollout.VerdictNoteOnly(r, &v) {
-			return false
+	awaited := false
+	if name, _, ok := rollout.ParseStepID(v.StepID); ok {
+		now := c.cfg.Clock.Now()
+		observe := func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
+			awaited = rollout.AwaitsVerdict(r, &v)
+			rollout.ObserveVerdict(r, &v, now)
 		}
-		c.notes.add(name, "verdict/"+v.StepID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }})
-		return true
+		noteOnly := func(rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) bool {
+			if !rollout.VerdictNoteOnly(r, &v) {
+				return false
+			}
+			awaited = true
+			c.notes.add(name, "verdict/"+v.StepID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }})
+			return true
+		}
+		if err := c.onRollout(ctx, v.Runtime, name, noteOnly, observe); err != nil {
+			return err
+		}
 	}
-	return c.onRollout(ctx, v.Runtime, name, noteOnly, observe)
+	return c.onHealth(ctx, &v, awaited)
 }
 
 // handleResult takes the applier's answer to a command.
@@ -163,14 +171,17 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 		if len(d.Kinds) == 0 || rt.Status.ActivePlan == "" {
 			return nil
 		}
-		p, err := c.loadPlan(ctx, rt.Status.ActivePlan)
+		// Forced back to the plan it was last written from: never to the active plan's chart
+		// and values over a release a rollout that did not reach its plan had moved.
+		h, err := c.holding(ctx, rt, rt.Status.ActivePlan, rollouts, nil)
 		if err != nil {
 			return err
 		}
-		if _, ok := p.Release(d.Release); !ok {
+		digest, ok := h.Digests[d.Release]
+		if !ok {
 			return nil // not part of the stack any more
 		}
-		return c.repair(ctx, rt, &d, rt.Status.ActivePlan, tag)
+		return c.repair(ctx, rt, &d, digest, tag)
 	}
 	var dec rollout.DriftDecision
 	now := c.cfg.Clock.Now()
@@ -182,8 +193,16 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 	}
 	switch dec.Action {
 	case rollout.DriftRepair:
-		if dec.RepairDigest != "" {
-			return c.repair(ctx, rt, &d, dec.RepairDigest, tag)
+		digest := dec.RepairDigest
+		if digest == "" { // a release with no step in this rollout: the plan it holds
+			h, err := c.holding(ctx, rt, r.Spec.FromDigest, rollouts, r)
+			if err != nil {
+				return err
+			}
+			digest = h.Digests[d.Release]
+		}
+		if digest != "" {
+			return c.repair(ctx, rt, &d, digest, tag)
 		}
 	case rollout.DriftRepublish:
 		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -169,7 +170,7 @@ func (h *harness) answer(c *command) {
 	if c.remove != nil {
 		return
 	}
-	v := &bus.ReleaseVerdict{Runtime: "cluster", Release: c.release, StepID: c.step.ID, Ready: true,
+	v := &bus.ReleaseVerdict{Runtime: "cluster", Release: c.release, StepID: c.step.ID, PlanDigest: c.apply.PlanDigest, Ready: true,
 		Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed}}}
 	if err := h.pub.Publish(ctx, bus.VerdictSubject("cluster", c.release), c.step.ID+"/ready", v); err != nil {
 		h.t.Fatal(err)
@@ -330,6 +331,41 @@ func TestRolloutThroughTheBus(t *testing.T) {
 	}
 	if r.Labels[v1alpha1.LabelOutcome] != v1alpha1.OutcomeSucceeded || r.Spec.FromDigest != firstDigest || r.Spec.ToDigest != got.Status.ActivePlan {
 		t.Errorf("rollout %s: outcome label %q, from %s, to %s", name, r.Labels[v1alpha1.LabelOutcome], r.Spec.FromDigest, r.Spec.ToDigest)
+	}
+
+	// After its rollout, nfd stops being ready: the runtime is NotReady naming it and its open
+	// fence, with no command; a verdict older than that is ignored; recovery is RolledOut.
+	nfdStep := rollout.StepID(rollout.Name("", firstDigest), 2)
+	health := func(rv string, ready bool) {
+		t.Helper()
+		v := &bus.ReleaseVerdict{Runtime: "cluster", Release: "nfd", StepID: nfdStep, PlanDigest: firstDigest, Ready: ready,
+			Observed: bus.ObservedStatus{ResourceVersion: rv}}
+		if !ready {
+			v.Fences = []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FenceOpen, Message: "Degraded: some resources are failing"}}
+		}
+		if err := h.pub.Publish(ctx, bus.VerdictSubject("cluster", "nfd"), fmt.Sprintf("nfd/health/%s", rv), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	health("5000", false)
+	got = h.waitRuntime("runtime Ready=False NotReady naming nfd", func(rt *v1alpha1.ClusterRuntime) bool {
+		c := meta.FindStatusCondition(rt.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonNotReady && strings.Contains(c.Message, "release nfd is not ready") &&
+			strings.Contains(c.Message, "Healthy Open: Degraded")
+	})
+	if len(got.Status.Releases) != 1 || got.Status.Releases[0].Release != "nfd" || got.Status.Releases[0].Ready {
+		t.Errorf("status.releases %+v, want nfd not ready", got.Status.Releases)
+	}
+	if c := h.next(quietWindow); c != nil {
+		t.Fatalf("a release that stopped being ready got a command: %s(%s)", c.release, c.action)
+	}
+	health("4999", true) // judged before the not-ready one: delivered late
+	health("5001", true)
+	got = h.waitRuntime("runtime Ready=True RolledOut once nfd recovered", func(rt *v1alpha1.ClusterRuntime) bool {
+		return condReason(rt, v1alpha1.ConditionReady) == v1alpha1.ReasonRolledOut
+	})
+	if len(got.Status.Releases) != 1 || !got.Status.Releases[0].Ready || got.Status.Releases[0].ResourceVersion != "5001" {
+		t.Errorf("status.releases %+v, want nfd ready at 5001", got.Status.Releases)
 	}
 
 	// Drift with no rollout in flight: forced back at once, with FieldOwnershipOverridden.

@@ -65,7 +65,7 @@ func TestVerdictReadsTheRolloutOnce(t *testing.T) {
 	store.reads.Store(0)
 	stepID := rollout.StepID(r.Name, 1)
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
-		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: stepID, Ready: true})
+		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: stepID, PlanDigest: store.rollouts[r.Name].Spec.ToDigest, Ready: true})
 	if err := c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func startedChain(t *testing.T, n int) (*clocktesting.FakeClock, *Controller, *m
 func readyVerdict(t *testing.T, c *Controller, store *memStore, rolloutName string) {
 	t.Helper()
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
-		Release: store.rollouts[rolloutName].Status.Steps[0].Release, StepID: rollout.StepID(rolloutName, 1), Ready: true})
+		Release: store.rollouts[rolloutName].Status.Steps[0].Release, StepID: rollout.StepID(rolloutName, 1), PlanDigest: store.rollouts[rolloutName].Spec.ToDigest, Ready: true})
 	if err := c.handleVerdict(context.Background(), &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
 		t.Fatal(err)
 	}

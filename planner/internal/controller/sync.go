@@ -246,7 +246,7 @@ func (c *Controller) advanceInFlight(ctx context.Context, v *view, inflight *v1a
 	if inflight == nil {
 		return nil, nil
 	}
-	inflight, err := c.initialize(ctx, inflight)
+	inflight, err := c.initialize(ctx, v, inflight)
 	if err != nil {
 		return nil, err
 	}
@@ -428,9 +428,11 @@ func (c *Controller) createRollout(ctx context.Context, rt *v1alpha1.ClusterRunt
 	return out, nil
 }
 
-// initialize fills a new rollout's steps from its two plans (again after a crash between
-// create and the first status write: plan.Steps is deterministic).
-func (c *Controller) initialize(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
+// initialize fills a new rollout's steps (again after a crash between create and the first
+// status write: plan.Steps is deterministic) from what each release holds to the rollout's
+// plan: the active plan, except where a rollout since then that did not reach its plan moved a
+// release (rollout.Held); a release such a rollout left unsure gets a step whatever it holds.
+func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
 	if r.Status.Phase != "" {
 		return r, nil
 	}
@@ -442,7 +444,23 @@ func (c *Controller) initialize(ctx context.Context, r *v1alpha1.RuntimeRollout)
 	if err != nil {
 		return nil, err
 	}
-	steps := plan.Steps(from, to, plan.StepOptions{ApplyAll: r.Spec.Reason == v1alpha1.RolloutReasonEnginePolicyChanged})
+	opts := plan.StepOptions{ApplyAll: r.Spec.Reason == v1alpha1.RolloutReasonEnginePolicyChanged}
+	h, err := c.holding(ctx, v.rt, r.Spec.FromDigest, v.rollouts, nil)
+	if err != nil {
+		return nil, err
+	}
+	var bundle plan.BundleMeta
+	if to != nil {
+		bundle = to.Bundle
+	}
+	held, err := c.heldPlan(ctx, from, bundle, h)
+	if err != nil {
+		return nil, err
+	}
+	if held != nil {
+		from, opts.Force = held, h.Unsure
+	}
+	steps := plan.Steps(from, to, opts)
 	if steps == nil {
 		steps = []v1alpha1.Step{}
 	}
@@ -612,7 +630,7 @@ func (c *Controller) unpublished(r *v1alpha1.RuntimeRollout) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range rollout.Outstanding(r, c.cfg.Clock.Now()) {
-		if !c.published[rollout.CommandID(rollout.StepID(r.Name, st.Index), st.Attempt)] {
+		if !c.published[rollout.CommandID(rollout.StepID(r.Name, st.Index), st.Attempt, r.UID)] {
 			return true
 		}
 	}
@@ -632,11 +650,11 @@ func (c *Controller) publishOutstanding(ctx context.Context, rt *v1alpha1.Cluste
 	return nil
 }
 
-// publishStep publishes a step's command with message ID "<stepID>/<attempt>", once per
-// process (JetStream drops a republish after a restart within its window).
+// publishStep publishes a step's command with message ID rollout.CommandID, once per process
+// (JetStream drops a republish after a restart within its window).
 func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, attempt string) error {
 	stepID := rollout.StepID(r.Name, s.Index)
-	id := rollout.CommandID(stepID, attempt)
+	id := rollout.CommandID(stepID, attempt, r.UID)
 	started := time.Time{}
 	if s.StartedAt != nil {
 		started = s.StartedAt.UTC()
@@ -695,11 +713,11 @@ func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan,
 	if active == nil {
 		return nil
 	}
-	names := make([]string, 0, len(active.Releases))
-	for _, r := range active.Releases {
-		names = append(names, r.Name)
+	h, err := c.holding(ctx, v.rt, v.at.Plan, v.rollouts, inflight)
+	if err != nil {
+		return err
 	}
-	digests := rollout.ReleaseDigests(names, v.at.Plan, inflight)
+	digests := h.Digests
 	keys := make([]string, 0, len(digests))
 	for k := range digests {
 		keys = append(keys, k)
@@ -753,6 +771,9 @@ func (c *Controller) patchStatus(ctx context.Context, name string, change func(s
 // (status.Record) and records an Event for every condition that changed (status.Transitions).
 func (c *Controller) writeRuntimeStatus(ctx context.Context, v *view, now time.Time) error {
 	v.in.ActiveDigest, v.in.EnginePolicy = v.at.Plan, v.at.EnginePolicy
+	if p, err := c.loadPlan(ctx, v.at.Plan); err == nil && p != nil {
+		v.in.ActiveReleases = releaseNames(p)
+	}
 	conds := status.Conditions(v.in)
 	var before []metav1.Condition
 	err := c.patchStatus(ctx, v.rt.Name, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
@@ -773,6 +794,14 @@ func (c *Controller) writeRuntimeStatus(ctx context.Context, v *view, now time.T
 		c.event(ctx, v.rt, typ, cnd.Reason, fmt.Sprintf("%s=%s: %s", cnd.Type, cnd.Status, cnd.Message))
 	}
 	return nil
+}
+
+func releaseNames(p *plan.Plan) []string {
+	out := make([]string, 0, len(p.Releases))
+	for _, r := range p.Releases {
+		out = append(out, r.Name)
+	}
+	return out
 }
 
 func (c *Controller) knownEngine(rt *v1alpha1.ClusterRuntime) *bus.EngineStatus {

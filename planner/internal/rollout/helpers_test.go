@@ -83,7 +83,7 @@ func env(now time.Time) Env {
 
 func ready(r *v1alpha1.RuntimeRollout, index int32) *bus.ReleaseVerdict {
 	s := Step(r, index)
-	return &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, index), Ready: true}
+	return &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, index), PlanDigest: r.Spec.ToDigest, Ready: true}
 }
 
 func result(r *v1alpha1.RuntimeRollout, index int32, outcome string) *bus.ApplyResult {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,8 +27,11 @@ func target(r *v1alpha1.RuntimeRollout, stepID, release string) *v1alpha1.Step {
 }
 
 // ObserveVerdict records readiness's verdict on the step it names. A ready verdict whose
-// StepID is the step's ID makes the step Succeeded; a verdict for another step, a finished
-// step or a Remove step changes nothing. It reports whether the status changed.
+// StepID is the step's ID, judged against the step's plan, makes the step Succeeded, unless the
+// step is SpecDrifted by an edit readiness saw at a later resourceVersion than it judged (the
+// verdict then predates the edit; readiness reports a ready verdict again once the edit is
+// undone). A verdict for another step, a finished step or a Remove step changes nothing. It
+// reports whether the status changed.
 func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.Time) bool {
 	s := target(r, v.StepID, v.Release)
 	if s == nil || s.Action == v1alpha1.ActionRemove {
@@ -37,13 +41,26 @@ func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.
 	if observed.IsZero() {
 		observed = now
 	}
-	verdict := &v1alpha1.Verdict{Ready: v.Ready, ObservedAt: mt(observed), Fences: v.Fences}
+	verdict := &v1alpha1.Verdict{Ready: v.Ready, ObservedAt: mt(observed), ResourceVersion: v.Observed.ResourceVersion, Fences: v.Fences}
 	if len(verdict.Fences) > 16 {
 		verdict.Fences = verdict.Fences[:16]
 	}
+	if s.Verdict != nil && Newer(s.Verdict.ResourceVersion, verdict.ResourceVersion) {
+		return false // an older observation than the one recorded, delivered late
+	}
 	before := s.DeepCopy()
 	s.Verdict = verdict
-	if v.Ready {
+	switch {
+	case v.Ready && v.PlanDigest != r.Spec.ToDigest:
+		// The Application names another plan than the step wrote (its annotation was edited):
+		// its verdict says nothing about this step.
+		verdict.Ready = false
+		s.Message = fmt.Sprintf("readiness judged the Application against plan %s, not the step's plan %s (its %s annotation was changed); waiting for the step's write to be judged",
+			cmp.Or(v.PlanDigest, "(none)"), r.Spec.ToDigest, v1alpha1.AnnotationPlanDigest)
+	case v.Ready && s.Reason == v1alpha1.ReasonSpecDrifted && !Newer(verdict.ResourceVersion, s.DriftResourceVersion):
+		// Judged before the edit that made the step SpecDrifted: not proof the edit is gone.
+		verdict.Ready = false
+	case v.Ready:
 		// A succeeded step keeps which fences passed, not what each saw: every finished step
 		// stays in the rollout, which is rewritten at each step, and the fences' messages
 		// would be much of a long rollout's size, which is the API server's cost.
@@ -53,14 +70,35 @@ func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.
 				verdict.Fences[i].Message = ""
 			}
 		}
-		s.State, s.Reason, s.FinishedAt = v1alpha1.StepSucceeded, "", mt(now)
+		s.State, s.Reason, s.FinishedAt, s.DriftResourceVersion = v1alpha1.StepSucceeded, "", mt(now), ""
 		s.Message = "ready at the current revision"
 		return true
-	}
-	if s.State == v1alpha1.StepInProgress && s.Reason != v1alpha1.ReasonSpecDrifted {
+	case s.State == v1alpha1.StepInProgress && s.Reason != v1alpha1.ReasonSpecDrifted:
 		s.Message = "waiting for the release to be ready" + openFences(verdict)
 	}
 	return !sameStep(before, s)
+}
+
+// Newer reports whether resourceVersion a was stored after b. Resource versions are etcd
+// revisions (as client-go's MutationCache compares them); one that does not parse, or an empty
+// b, counts as newer, so an unknown order never holds a step back.
+func Newer(a, b string) bool {
+	if b == "" {
+		return a != ""
+	}
+	av, errA := strconv.ParseUint(a, 10, 64)
+	bv, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a != b
+	}
+	return av > bv
+}
+
+// AwaitsVerdict reports whether a step of the rollout in flight waits for this verdict: it
+// names the step, the release, and a forward step in flight.
+func AwaitsVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
+	s := target(r, v.StepID, v.Release)
+	return s != nil && s.Action != v1alpha1.ActionRemove
 }
 
 // VerdictNoteOnly reports whether ObserveVerdict would change nothing of the rollout but the
@@ -71,7 +109,7 @@ func VerdictNoteOnly(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
 }
 
 func sameStep(a, b *v1alpha1.Step) bool {
-	if a.State != b.State || a.Reason != b.Reason || a.Message != b.Message {
+	if a.State != b.State || a.Reason != b.Reason || a.Message != b.Message || a.DriftResourceVersion != b.DriftResourceVersion {
 		return false
 	}
 	if (a.Verdict == nil) != (b.Verdict == nil) {
@@ -80,11 +118,12 @@ func sameStep(a, b *v1alpha1.Step) bool {
 	if a.Verdict == nil {
 		return true
 	}
-	return a.Verdict.Ready == b.Verdict.Ready && slices.Equal(a.Verdict.Fences, b.Verdict.Fences)
+	return a.Verdict.Ready == b.Verdict.Ready && a.Verdict.ResourceVersion == b.Verdict.ResourceVersion && slices.Equal(a.Verdict.Fences, b.Verdict.Fences)
 }
 
 // ObserveResult records the applier's answer to a step's command:
-//   - Foreign: the step is Blocked (ForeignObject) and the rollout stalls;
+//   - Foreign: the step Failed (ForeignObject, with the evidence): the next Advance fails the
+//     rollout at once, as a foreign Application never becomes the operator's by waiting;
 //   - Blocked: the step is Blocked (TransitionBlocked), the message says why;
 //   - Failed: the step Failed (the next Advance fails the rollout);
 //   - Outdated: the step Failed too (see bus.OutcomeOutdated; expected only for ended rollouts);
@@ -101,9 +140,10 @@ func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationD
 	before := s.DeepCopy()
 	switch res.Outcome {
 	case bus.OutcomeForeign:
-		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonForeignObject
-		s.Message = cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime") +
-			"; rename or delete it (the step is retried every " + BlockedRetryInterval.String() + " until its action timeout)"
+		// Someone else's Application will not become ours by waiting: the rollout fails now,
+		// with the evidence, and the Application is never written or deleted.
+		s.State, s.Reason, s.FinishedAt = v1alpha1.StepFailed, v1alpha1.ReasonForeignObject, mt(now)
+		s.Message = v1alpha1.ReasonForeignObject + ": " + cmp.Or(res.Message, "an Application with this name exists and is not owned by this runtime; rename or delete it")
 	case bus.OutcomeBlocked:
 		s.State, s.Reason = v1alpha1.StepBlocked, v1alpha1.ReasonTransitionBlocked
 		s.Message = cmp.Or(res.Message, "the Application carries the resources finalizer outside an approved Remove step") +
@@ -185,7 +225,8 @@ const (
 type DriftDecision struct {
 	// Action to take.
 	Action DriftAction
-	// RepairDigest is the plan to write the release from (DriftRepair).
+	// RepairDigest is the plan to write the release from (DriftRepair); empty for a release
+	// with no step in the rollout: the plan it holds (Held), which the caller knows.
 	RepairDigest string
 	// Step is the release's step (DriftRepublish).
 	Step *v1alpha1.Step
@@ -202,10 +243,14 @@ func contentDrift(kinds []string) bool {
 }
 
 // ObserveDrift decides what a drift report means while this rollout is in flight:
-//   - the drift is gone (no kinds): the InventoryDrift record and SpecDrifted are cleared;
-//   - source, values or destination of the release whose step is in flight: SpecDrifted, until
-//     the action timeout fails the rollout or the edit is undone and a ready verdict arrives;
-//   - source, values or destination of any other release: the rollout stalls (InventoryDrift);
+//   - the drift is gone (no kinds): the InventoryDrift record and SpecDrifted are cleared (a
+//     clear seen no later than the edit that made the step SpecDrifted is an old one: kept);
+//   - source, values or destination of the release whose step is in flight: SpecDrifted, with
+//     the resourceVersion it was seen at, until the action timeout fails the rollout or the
+//     edit is undone and a ready verdict judged after it arrives;
+//   - source, values or destination of any other release: the rollout stalls (InventoryDrift),
+//     unless the release's step succeeded on a verdict judged after this report's version (the
+//     report arrived late: readiness judged the plan's spec after it);
 //   - other fields, or a deleted Application: forced back in the release's own step (at once
 //     when it is in flight, by its write when it is pending) or, for a release whose step is
 //     done or that has no step, by a repair write from the plan it is at.
@@ -219,8 +264,8 @@ func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time)
 			setDrifted(r, drifted, now)
 			changed = true
 		}
-		if s != nil && s.Reason == v1alpha1.ReasonSpecDrifted && s.State == v1alpha1.StepInProgress {
-			s.Reason, s.Message = "", "the edit was undone; waiting for the release to be ready"
+		if s != nil && s.Reason == v1alpha1.ReasonSpecDrifted && s.State == v1alpha1.StepInProgress && Newer(d.ResourceVersion, s.DriftResourceVersion) {
+			s.Reason, s.Message, s.DriftResourceVersion = "", "the edit was undone; waiting for the release to be ready", ""
 			changed = true
 		}
 		if changed {
@@ -233,13 +278,21 @@ func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time)
 	}
 	if contentDrift(d.Kinds) && !slices.Contains(d.Kinds, bus.DriftDeleted) {
 		if s != nil && inFlight(s) {
-			msg := fmt.Sprintf("the Application was edited during its step (%s: %s); undo the edit or the step fails at its action timeout",
-				strings.Join(d.Kinds, ", "), strings.Join(d.Fields, ", "))
-			if s.Reason == v1alpha1.ReasonSpecDrifted && s.Message == msg {
+			// Recorded whatever verdict the step has: a step in flight has none that says ready
+			// (that would have finished it), so none proves the edit gone.
+			msg := SpecDriftMessage(d) + "; undo the edit, or the step fails at its action timeout"
+			rv := s.DriftResourceVersion
+			if Newer(d.ResourceVersion, rv) {
+				rv = d.ResourceVersion
+			}
+			if s.Reason == v1alpha1.ReasonSpecDrifted && s.Message == msg && s.DriftResourceVersion == rv {
 				return DriftDecision{}
 			}
-			s.Reason, s.Message = v1alpha1.ReasonSpecDrifted, msg
+			s.Reason, s.Message, s.DriftResourceVersion = v1alpha1.ReasonSpecDrifted, msg, rv
 			return DriftDecision{Action: DriftRecorded}
+		}
+		if s != nil && s.State == v1alpha1.StepSucceeded && s.Verdict != nil && !Newer(d.ResourceVersion, s.Verdict.ResourceVersion) {
+			return DriftDecision{} // the step's ready verdict judged the plan's spec after this edit
 		}
 		kinds := append([]string(nil), d.Kinds...)
 		slices.Sort(kinds)
@@ -255,7 +308,7 @@ func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time)
 	}
 	switch {
 	case s == nil:
-		return DriftDecision{Action: DriftRepair, RepairDigest: r.Spec.FromDigest}
+		return DriftDecision{Action: DriftRepair} // from the plan it holds (Held)
 	case s.State == v1alpha1.StepSucceeded:
 		return DriftDecision{Action: DriftRepair, RepairDigest: r.Spec.ToDigest}
 	case inFlight(s):
@@ -264,28 +317,12 @@ func ObserveDrift(r *v1alpha1.RuntimeRollout, d *bus.DriftReport, now time.Time)
 	return DriftDecision{} // pending: its own step writes every field
 }
 
-// ReleaseDigests says, for every release the stack holds now, the plan it was last written
-// from: the rollout's to-plan for a release whose forward step succeeded, else the active plan
-// (from). Releases whose Remove step succeeded are gone. active lists the active plan's
-// releases. r may be nil (no rollout).
-func ReleaseDigests(active []string, activeDigest string, r *v1alpha1.RuntimeRollout) map[string]string {
-	out := make(map[string]string, len(active))
-	for _, n := range active {
-		out[n] = activeDigest
+// SpecDriftMessage names an edit of a release's source, values or destination: its kinds and
+// the fields readiness found differing from the plan.
+func SpecDriftMessage(d *bus.DriftReport) string {
+	msg := "the Application's source, values or destination was edited during its step (" + strings.Join(d.Kinds, ", ")
+	if len(d.Fields) > 0 {
+		msg += ": " + strings.Join(d.Fields, ", ")
 	}
-	if r == nil {
-		return out
-	}
-	for i := range r.Status.Steps {
-		s := &r.Status.Steps[i]
-		if s.State != v1alpha1.StepSucceeded {
-			continue
-		}
-		if s.Action == v1alpha1.ActionRemove {
-			delete(out, s.Release)
-		} else {
-			out[s.Release] = r.Spec.ToDigest
-		}
-	}
-	return out
+	return msg + ")"
 }

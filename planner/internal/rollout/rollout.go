@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
@@ -126,9 +127,17 @@ func ParseStepID(id string) (rollout string, index int32, ok bool) {
 	return id[:i], int32(n), true
 }
 
-// CommandID is a command's message ID, "<stepID>/<attempt>": a republish of the same attempt
-// after a crash is dropped by JetStream's de-duplication.
-func CommandID(stepID, attempt string) string { return stepID + "/" + attempt }
+// CommandID is a command's message ID, "<stepID>/<attempt>/<8 characters of the rollout's
+// UID>": a republish of the same attempt after a crash is dropped by JetStream's
+// de-duplication, while a rollout of the same name created again (a person deleted a failed one
+// to retry the move) publishes its steps anew instead of being dropped as their duplicate.
+func CommandID(stepID, attempt string, rolloutUID types.UID) string {
+	id := stepID + "/" + attempt
+	if u := strings.ReplaceAll(string(rolloutUID), "-", ""); u != "" {
+		id += "/" + u[:min(8, len(u))]
+	}
+	return id
+}
 
 // Terminal reports whether a phase is final.
 func Terminal(p v1alpha1.RolloutPhase) bool {
@@ -387,7 +396,8 @@ func timeoutMessage(s *v1alpha1.Step, timeout time.Duration) string {
 	case s.State == v1alpha1.StepBlocked:
 		return fmt.Sprintf("still blocked (%s) at the action timeout %s: %s", s.Reason, timeout, s.Message)
 	case s.Reason == v1alpha1.ReasonSpecDrifted:
-		return fmt.Sprintf("the Application was edited during its step (SpecDrifted) and was not ready within the action timeout %s: %s", timeout, s.Message)
+		msg, _, _ := strings.Cut(s.Message, "; undo the edit")
+		return fmt.Sprintf("%s: SpecDrifted, and the edit was not undone within the action timeout %s", msg, timeout)
 	case s.Action == v1alpha1.ActionRemove:
 		return fmt.Sprintf("the Application was not removed within the action timeout %s", timeout)
 	}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -279,8 +280,8 @@ func TestObserveResult(t *testing.T) {
 		reason     string
 		phase      v1alpha1.RolloutPhase
 	}{
-		"Foreign blocks the step and stalls the rollout": {
-			outcome: bus.OutcomeForeign, state: v1alpha1.StepBlocked, reason: v1alpha1.ReasonForeignObject, phase: v1alpha1.PhaseStalled,
+		"Foreign fails the step and the rollout at once": {
+			outcome: bus.OutcomeForeign, state: v1alpha1.StepFailed, reason: v1alpha1.ReasonForeignObject, phase: v1alpha1.PhaseFailed,
 		},
 		"Blocked by a finalizer stalls with a message": {
 			outcome: bus.OutcomeBlocked, state: v1alpha1.StepBlocked, reason: v1alpha1.ReasonTransitionBlocked, phase: v1alpha1.PhaseStalled,
@@ -325,7 +326,7 @@ func TestObserveResult(t *testing.T) {
 func TestBlockedStepRetriesAndResumes(t *testing.T) {
 	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
 	Advance(r, env(t0))
-	ObserveResult(r, result(r, 1, bus.OutcomeForeign), false, t0)
+	ObserveResult(r, result(r, 1, bus.OutcomeBlocked), false, t0)
 	res := Advance(r, env(t0))
 	if want := t0.Add(BlockedRetryInterval); !res.Wake.Equal(want) {
 		t.Errorf("wake %s, want the retry at %s", res.Wake, want)
@@ -402,7 +403,7 @@ func TestDrift(t *testing.T) {
 			report: &bus.DriftReport{Release: "c", Kinds: []string{bus.DriftSource}},
 			action: DriftRecorded, phase: v1alpha1.PhaseStalled, reason: v1alpha1.ReasonInventoryDrift,
 		},
-		"other fields of a release without a step are forced back from the active plan": {
+		"other fields of a release without a step are forced back from the plan it holds": {
 			report: &bus.DriftReport{Release: "c", Kinds: []string{bus.DriftAutoSyncDisabled}},
 			action: DriftRepair, phase: v1alpha1.PhaseProgressing,
 		},
@@ -422,8 +423,8 @@ func TestDrift(t *testing.T) {
 			if dec.Action != tc.action {
 				t.Fatalf("action %d, want %d", dec.Action, tc.action)
 			}
-			if tc.action == DriftRepair && dec.RepairDigest != from.Digest() {
-				t.Errorf("repair digest %s, want the active plan", dec.RepairDigest)
+			if tc.action == DriftRepair && dec.RepairDigest != "" {
+				t.Errorf("repair digest %s, want none: a release without a step is repaired from the plan it holds (Held)", dec.RepairDigest)
 			}
 			res := Advance(r, env(t0))
 			if r.Status.Phase != tc.phase {
@@ -481,6 +482,13 @@ func TestStepIDs(t *testing.T) {
 	}
 	if got := Name("", "sha256:0123456789abcdef"); got != "r-0123456789-none" {
 		t.Errorf("Name = %q", got)
+	}
+	// A rollout of the same name created again publishes its commands under new IDs; the same
+	// rollout's republish keeps its ID.
+	a := CommandID("r-abc-none/1", "1", "2b5a1f4c-97e1-4bd0-9a6e-0a1b2c3d4e5f")
+	b := CommandID("r-abc-none/1", "1", "7c0d412a-a2aa-4b3b-8a20-1455aa00bb11")
+	if a != "r-abc-none/1/1/2b5a1f4c" || a == b || a != CommandID("r-abc-none/1", "1", "2b5a1f4c-97e1-4bd0-9a6e-0a1b2c3d4e5f") {
+		t.Errorf("CommandID = %q and %q for two incarnations of a rollout", a, b)
 	}
 }
 
@@ -560,7 +568,7 @@ func TestVerdictNoteOnlyChangesOnlyVerdictAndMessage(t *testing.T) {
 			Advance(r, env(t0))
 			s := Step(r, 1)
 			s.State = state
-			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, 1), Ready: ready,
+			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: ready,
 				Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FenceOpen, Message: "Progressing"}}}
 			note := VerdictNoteOnly(r, v)
 			before := r.DeepCopy()
@@ -606,5 +614,163 @@ func TestReadyVerdictKeepsFenceStatesOnly(t *testing.T) {
 	}
 	if v.Fences[0].Message != "Synced at 1.2.3" {
 		t.Errorf("the message of the verdict itself was changed")
+	}
+}
+
+// A hand edit of the release in flight never passes its step: a ready verdict judged before
+// the edit was seen does not succeed it (verdicts and drift reports may arrive out of order;
+// resourceVersions order them), one judged after it does, and an edit not undone fails the
+// rollout at the action timeout naming the drift.
+func TestSpecDriftedStep(t *testing.T) {
+	drift := func(rv string, kinds ...string) *bus.DriftReport {
+		return &bus.DriftReport{Release: "a", Kinds: kinds, Fields: []string{".spec.source.helm.valuesObject.logLevel"}, ResourceVersion: rv}
+	}
+	readyAt := func(r *v1alpha1.RuntimeRollout, rv string) *bus.ReleaseVerdict {
+		v := ready(r, 1)
+		v.Observed.ResourceVersion = rv
+		return v
+	}
+	edited := func(t *testing.T) *v1alpha1.RuntimeRollout {
+		t.Helper()
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+		Advance(r, env(t0))
+		if dec := ObserveDrift(r, drift("10", bus.DriftValues), t0); dec.Action != DriftRecorded {
+			t.Fatalf("the edit was not recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonSpecDrifted || s.DriftResourceVersion != "10" {
+			t.Fatalf("step %s/%s drift rv %q, want SpecDrifted at 10", s.State, s.Reason, s.DriftResourceVersion)
+		}
+		return r
+	}
+	t.Run("an edit reported at the version of the step's not-ready verdict is recorded", func(t *testing.T) {
+		// Readiness judges and diffs the same observation: the verdict and the report carry
+		// the same resourceVersion, in either order.
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+		Advance(r, env(t0))
+		v := readyAt(r, "10")
+		v.Ready = false
+		ObserveVerdict(r, v, t0)
+		if dec := ObserveDrift(r, drift("10", bus.DriftValues), t0); dec.Action != DriftRecorded {
+			t.Fatalf("the edit was not recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonSpecDrifted || s.DriftResourceVersion != "10" {
+			t.Errorf("step %s/%s drift rv %q, want SpecDrifted at 10", s.State, s.Reason, s.DriftResourceVersion)
+		}
+	})
+	t.Run("a ready verdict judged before the edit does not succeed the step", func(t *testing.T) {
+		r := edited(t)
+		ObserveVerdict(r, readyAt(r, "9"), t0)
+		Advance(r, env(t0))
+		if s := Step(r, 1); s.State != v1alpha1.StepInProgress || s.Reason != v1alpha1.ReasonSpecDrifted || s.Verdict.Ready {
+			t.Errorf("step %s/%s verdict ready=%v, want InProgress SpecDrifted, not ready", s.State, s.Reason, s.Verdict.Ready)
+		}
+		if reason, msg, _ := StallReason(r); reason != v1alpha1.ReasonSpecDrifted || !strings.Contains(msg, "valuesObject.logLevel") {
+			t.Errorf("stalled %s: %s; want SpecDrifted naming the field", reason, msg)
+		}
+	})
+	t.Run("a ready verdict judged after the edit succeeds it: the edit was undone", func(t *testing.T) {
+		r := edited(t)
+		ObserveVerdict(r, readyAt(r, "12"), t0)
+		res := Advance(r, env(t0))
+		if s := Step(r, 1); s.State != v1alpha1.StepSucceeded || s.DriftResourceVersion != "" || len(res.Started) != 1 {
+			t.Errorf("step %s drift rv %q, started %v; want Succeeded and the next step started", s.State, s.DriftResourceVersion, res.Started)
+		}
+	})
+	t.Run("a clear seen after the edit clears SpecDrifted; an older clear does not", func(t *testing.T) {
+		r := edited(t)
+		if dec := ObserveDrift(r, drift("8"), t0); dec.Action != DriftNone {
+			t.Errorf("an older clear was recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonSpecDrifted {
+			t.Fatalf("an older clear cleared SpecDrifted")
+		}
+		if dec := ObserveDrift(r, drift("11"), t0); dec.Action != DriftRecorded {
+			t.Errorf("the clear was not recorded: %+v", dec)
+		}
+		if s := Step(r, 1); s.Reason != "" || s.DriftResourceVersion != "" {
+			t.Errorf("step %s/%s drift rv %q after the clear", s.State, s.Reason, s.DriftResourceVersion)
+		}
+		ObserveVerdict(r, readyAt(r, "12"), t0)
+		if s := Step(r, 1); s.State != v1alpha1.StepSucceeded {
+			t.Errorf("step %s after a ready verdict, want Succeeded", s.State)
+		}
+	})
+	t.Run("an edit not undone fails the rollout at the action timeout, naming the drift", func(t *testing.T) {
+		r := edited(t)
+		ObserveVerdict(r, readyAt(r, "9"), t0)
+		Advance(r, env(t0.Add(DefaultActionTimeout)))
+		if r.Status.Phase != v1alpha1.PhaseFailed || r.Status.Outcome != v1alpha1.OutcomeFailed {
+			t.Fatalf("phase %s outcome %s, want Failed", r.Status.Phase, r.Status.Outcome)
+		}
+		reason, msg, _ := StallReason(r)
+		if reason != v1alpha1.ReasonRolloutFailed || !strings.Contains(msg, "SpecDrifted") || !strings.Contains(msg, "Values: .spec.source.helm.valuesObject.logLevel") || strings.Contains(msg, "undo the edit, or") {
+			t.Errorf("stalled %s: %q; want RolloutFailed naming SpecDrifted and the edited field", reason, msg)
+		}
+	})
+	t.Run("a ready verdict on another plan than the step's does not succeed it", func(t *testing.T) {
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+		Advance(r, env(t0))
+		v := ready(r, 1)
+		v.PlanDigest = "sha256:someotherplan"
+		ObserveVerdict(r, v, t0)
+		if s := Step(r, 1); s.State != v1alpha1.StepInProgress || !strings.Contains(s.Message, "not the step's plan") {
+			t.Errorf("step %s (%s), want InProgress saying the verdict judged another plan", s.State, s.Message)
+		}
+	})
+	t.Run("a verdict older than the one recorded is ignored", func(t *testing.T) {
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+		Advance(r, env(t0))
+		notReady := readyAt(r, "20")
+		notReady.Ready = false
+		ObserveVerdict(r, notReady, t0)
+		if ObserveVerdict(r, readyAt(r, "19"), t0) {
+			t.Errorf("an older verdict changed the step")
+		}
+		if s := Step(r, 1); s.State != v1alpha1.StepInProgress {
+			t.Errorf("step %s, want InProgress", s.State)
+		}
+	})
+	t.Run("an edit reported late, after the step succeeded on a later verdict, does not stall the rollout", func(t *testing.T) {
+		r := newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+		Advance(r, env(t0))
+		ObserveVerdict(r, readyAt(r, "12"), t0)
+		if dec := ObserveDrift(r, drift("10", bus.DriftValues), t0); dec.Action != DriftNone {
+			t.Errorf("a late report was recorded: %+v", dec)
+		}
+		if d := Drifted(r); len(d) != 0 {
+			t.Errorf("InventoryDrift recorded from a late report: %v", d)
+		}
+	})
+}
+
+// A foreign Application fails the rollout that reaches it at once, with the evidence the
+// applier found in the condition; the steps after it never start.
+func TestForeignObjectFailsTheRolloutWithTheEvidence(t *testing.T) {
+	for _, remove := range []bool{false, true} {
+		var r *v1alpha1.RuntimeRollout
+		if remove {
+			r = newRollout(t, mkPlan(t, comp{name: "a"}), nil, plan.StepOptions{})
+			approve(r, "alice", nil)
+		} else {
+			r = newRollout(t, nil, mkPlan(t, comp{name: "a"}, comp{name: "b", deps: []string{"a"}}), plan.StepOptions{})
+		}
+		Advance(r, env(t0))
+		res := result(r, 1, bus.OutcomeForeign)
+		res.Message = `Application argocd/a is not owned by this runtime and is left alone: label app.kubernetes.io/managed-by is missing (want "aicr-operator")`
+		if !ObserveResult(r, res, false, t0) {
+			t.Fatalf("remove=%v: the result changed nothing", remove)
+		}
+		out := Advance(r, env(t0))
+		if out.Ended != v1alpha1.OutcomeFailed || r.Status.Phase != v1alpha1.PhaseFailed || len(out.Started) != 0 {
+			t.Fatalf("remove=%v: ended %q phase %s started %v; want RolloutFailed at once", remove, out.Ended, r.Status.Phase, out.Started)
+		}
+		reason, msg, _ := StallReason(r)
+		if reason != v1alpha1.ReasonRolloutFailed || !strings.Contains(msg, "ForeignObject: Application argocd/a is not owned by this runtime") ||
+			!strings.Contains(msg, "label app.kubernetes.io/managed-by is missing") {
+			t.Errorf("remove=%v: stalled %s: %q; want RolloutFailed with ForeignObject and the evidence", remove, reason, msg)
+		}
+		if s := Step(r, 1); s.Reason != v1alpha1.ReasonForeignObject || s.FinishedAt == nil {
+			t.Errorf("remove=%v: step %s/%s finished %v", remove, s.State, s.Reason, s.FinishedAt)
+		}
 	}
 }

@@ -52,6 +52,9 @@ type Inputs struct {
 	Credentials *bus.CredentialsStatus
 	// SuspensionRefused explains why suspendEngine is not applied yet ("" when it is).
 	SuspensionRefused string
+	// ActiveReleases are the releases of the active plan (nil when it cannot be read): only
+	// their entries in status.releases count, and Record drops the others.
+	ActiveReleases []string
 }
 
 // Conditions returns the four conditions, without transition times.
@@ -137,6 +140,9 @@ func ready(in Inputs) (metav1.ConditionStatus, string, string) {
 	case spec.Validation.Deployment == v1alpha1.ValidationDisabled:
 		return metav1.ConditionTrue, v1alpha1.ReasonValidationDisabled, fmt.Sprintf("plan %s is written; deployment validation is disabled", in.ActiveDigest)
 	}
+	if bad := NotReady(in.Runtime.Status.Releases, in.ActiveReleases); len(bad) > 0 {
+		return f, v1alpha1.ReasonNotReady, notReadyMessage(bad, in.ActiveDigest)
+	}
 	return metav1.ConditionTrue, v1alpha1.ReasonRolledOut, fmt.Sprintf("plan %s is rolled out and ready", in.ActiveDigest)
 }
 
@@ -193,8 +199,8 @@ func Progress(in Inputs) string {
 // Record sets a runtime's status from what the planner knows: the generation it acted on
 // (gen, as the runtime was read for the write), the active and desired plans, the rollout to
 // look at (the one in flight, else the last one that ended without success; unchanged when
-// neither), the progress, the engine policy, the credentials report and conds (Conditions(in),
-// through Apply).
+// neither), the progress, the engine policy, the credentials report, the release list without
+// releases that left the active plan, and conds (Conditions(in), through Apply).
 func Record(st *v1alpha1.ClusterRuntimeStatus, in Inputs, conds []metav1.Condition, gen int64, now time.Time) {
 	st.ObservedGeneration = gen
 	st.ActivePlan = in.ActiveDigest
@@ -211,6 +217,7 @@ func Record(st *v1alpha1.ClusterRuntimeStatus, in Inputs, conds []metav1.Conditi
 	if in.Credentials != nil {
 		st.Credentials = CredentialsStatus(in.Credentials)
 	}
+	st.Releases = PruneHealth(st.Releases, in.ActiveReleases)
 	Apply(st, conds, now)
 }
 

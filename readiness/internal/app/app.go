@@ -29,7 +29,7 @@ import (
 // leader-election lock.
 const Name = v1alpha1.BinaryReadiness
 
-// planCacheSize bounds the plans kept for drift detection. It is above plan.DefaultCacheSize:
+// planCacheSize bounds the plans kept for verdicts and drift detection. It is above plan.DefaultCacheSize:
 // the watched Applications may name the plans of several older rollouts (a release a rollout
 // left unchanged keeps the digest it was written from).
 const planCacheSize = 64
@@ -40,7 +40,8 @@ type Options struct {
 	// EngineProject is --engine-project: the AppProject every owned Application references.
 	EngineProject string
 	// RegistryRepository is --registry-repository: the prefix of every chart path, needed to
-	// render what the applier wrote when checking drift.
+	// render what the plan says each Application must be (verdicts judge against it; drift is
+	// the difference).
 	RegistryRepository string
 
 	// started, when set, receives the health address once it listens (tests).
@@ -51,7 +52,7 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
 	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
-	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository); drift is checked only when set")
+	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository; required: verdicts and drift compare each Application with what its plan renders)")
 }
 
 // Validate checks the flags.
@@ -63,10 +64,10 @@ func (o *Options) Validate() error {
 	if o.EngineProject == "" {
 		errs = append(errs, "--engine-project is required")
 	}
-	if o.RegistryRepository != "" {
-		if err := o.settings().Validate(); err != nil {
-			errs = append(errs, "--registry-repository: "+err.Error())
-		}
+	if o.RegistryRepository == "" {
+		errs = append(errs, "--registry-repository is required: the registry path holding charts/ and wrappers/, such as registry.example.com/aicr (readiness renders each Application's plan from it)")
+	} else if err := o.settings().Validate(); err != nil {
+		errs = append(errs, "--registry-repository: "+err.Error())
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -138,12 +139,8 @@ func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Clie
 	w := &watch.Watcher{
 		Apps:      argo.Applications(o.EngineNamespace),
 		Publisher: pub,
-	}
-	if o.RegistryRepository != "" {
-		w.Settings = o.settings()
-		w.Plans = plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), planCacheSize)
-	} else {
-		logging.From(ctx).Warn().Msg("--registry-repository is not set: spec drift is not checked (verdicts and deletions are)")
+		Settings:  o.settings(),
+		Plans:     plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), planCacheSize),
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	crds := mon.CRDs()

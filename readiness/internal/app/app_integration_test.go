@@ -272,12 +272,12 @@ func TestReadiness(t *testing.T) {
 		if v.Ready || v.StepID != "r-1/1" {
 			t.Fatalf("a new Application's verdict: %+v", v)
 		}
-		// Argo CD: automated sync Running with the new comparedTo, Synced/Healthy while the
-		// PostSync hook runs. A plain update: the CRD has no status subresource.
+		// Argo CD: automated sync Running with the new comparedTo (it copies the comparison
+		// exceptions in too), Synced/Healthy while the PostSync hook runs. A plain update: the CRD has no status subresource.
 		now := metav1.NewTime(time.Now().Truncate(time.Second))
 		app.Operation = &argoapp.Operation{Sync: &argoapp.SyncOperation{Revision: app.Spec.Source.TargetRevision}, InitiatedBy: argoapp.OperationInitiator{Automated: true}}
 		app.Status = argoapp.ApplicationStatus{
-			Sync:           argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argoapp.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
+			Sync:           argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argoapp.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination, IgnoreDifferences: app.Spec.IgnoreDifferences}},
 			Health:         argoapp.AppHealthStatus{Status: "Healthy", LastTransitionTime: &now},
 			ReconciledAt:   &now,
 			OperationState: &argoapp.OperationState{Phase: argoapp.OperationRunning, Message: "waiting for completion of hook batch/Job/gpu-operator-post", StartedAt: now, Operation: *app.Operation.DeepCopy()},

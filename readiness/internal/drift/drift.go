@@ -42,6 +42,7 @@ func (r Report) Equal(o Report) bool {
 
 // annotationsFromLive are annotations Build is given from the live object itself (the step that
 // wrote it, the ownership proof, the plan): comparing them would compare the object with itself.
+// The engine-suspended marker is informational: Build is given no suspension (see classify).
 var annotationsFromLive = map[string]bool{
 	v1alpha1.AnnotationRuntimeUID:      true,
 	v1alpha1.AnnotationPlanDigest:      true,
@@ -117,7 +118,9 @@ func classify(path string, live *argoapp.Application) string {
 	case under(path, ".spec.destination"):
 		return bus.DriftDestination
 	case under(path, ".spec.syncPolicy.automated.enabled"), path == ".spec.syncPolicy.automated", path == ".spec.syncPolicy":
-		if !automated(live) && live.Annotations[v1alpha1.AnnotationEngineSuspended] != "true" {
+		// Whatever the engine-suspended annotation says: a marker anyone can set is not
+		// proof. Whether the engine is suspended is the runtime's spec, which the planner reads.
+		if !automated(live) {
 			return bus.DriftAutoSyncDisabled
 		}
 	}

@@ -30,12 +30,14 @@ var (
 	}
 )
 
-func desired(t *testing.T, suspend bool) *argoapp.Application {
+// desired is what the watcher renders for comparison: the engine running, whatever the live
+// Application's engine-suspended annotation says.
+func desired(t *testing.T) *argoapp.Application {
 	t.Helper()
 	r := release
 	app, err := appspec.Build(settings, appspec.Input{
 		Runtime: "cluster", RuntimeUID: "uid-1", PlanDigest: "sha256:plan", Release: &r,
-		StepID: "r-1/3", StepStarted: time.Date(2026, 11, 30, 4, 45, 0, 0, time.UTC), SuspendEngine: suspend,
+		StepID: "r-1/3", StepStarted: time.Date(2026, 11, 30, 4, 45, 0, 0, time.UTC),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -71,9 +73,8 @@ type option func(*argoapp.Application)
 
 func TestDetect(t *testing.T) {
 	tests := map[string]struct {
-		suspended bool
-		change    []option
-		want      Report
+		change []option
+		want   Report
 	}{
 		"the Application as written has no drift": {},
 		"someone else's forced apply of a value: Values, owned by them": {
@@ -125,13 +126,17 @@ func TestDetect(t *testing.T) {
 			change: []option{func(a *argoapp.Application) { a.Spec.SyncPolicy.Automated = nil }},
 			want:   Report{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
 		},
-		"automated sync off under suspendEngine is what was written": {
-			suspended: true,
+		"automated sync off with the engine-suspended annotation is still AutoSyncDisabled: the marker is not proof": {
+			// The planner knows from spec.suspendEngine whether it is drift.
 			change: []option{func(a *argoapp.Application) {
 				a.Annotations[v1alpha1.AnnotationEngineSuspended] = "true"
 				no := false
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 			}},
+			want: Report{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated.enabled"}},
+		},
+		"the engine-suspended annotation alone, automated sync on, changes nothing": {
+			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationEngineSuspended] = "true" }},
 		},
 		"a changed sync option is Other drift": {
 			change: []option{func(a *argoapp.Application) {
@@ -172,7 +177,7 @@ func TestDetect(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			want := desired(t, tc.suspended)
+			want := desired(t)
 			live := want.DeepCopy()
 			live.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
 			for _, c := range tc.change {

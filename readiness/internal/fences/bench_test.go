@@ -13,10 +13,11 @@ func BenchmarkEvaluate(b *testing.B) {
 		"ready":   readyApp(),
 		"syncing": readyApp(phase(argoapp.OperationRunning, "waiting for completion of hook")),
 	} {
+		pl := planned(in)
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = Evaluate(in)
+				_ = Evaluate(in, pl)
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "evals/s")
 		})

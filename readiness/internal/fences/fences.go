@@ -1,7 +1,9 @@
 package fences
 
 import (
+	"cmp"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -84,16 +86,29 @@ func stepOf(app *argoapp.Application) step {
 	}
 }
 
-// Evaluate judges app. It reads only the Application; it never fails: what cannot be judged is
-// an Open or Failed fence with a message saying why.
-func Evaluate(app *argoapp.Application) Verdict {
+// Plan is what the plan says an Application must be: the release as appspec.Build renders it
+// from the plan the Application's plan-digest annotation names.
+type Plan struct {
+	// Digest is the plan's digest.
+	Digest string
+	// Want is the rendered Application; nil when it cannot be rendered.
+	Want *argoapp.Application
+	// Missing says why Want is nil ("plan sha256:... is not stored", ...).
+	Missing string
+}
+
+// Evaluate judges app against what plan says it must be. It reads only its arguments; it never
+// fails: what cannot be judged is an Open or Failed fence with a message saying why. A live
+// spec whose source (values included) or destination differs from the plan's is never judged:
+// an edit by hand, even one Argo CD synced and found healthy, is not the plan rolled out.
+func Evaluate(app *argoapp.Application, plan Plan) Verdict {
 	st := stepOf(app)
 	names := []string{v1alpha1.FenceComparedToSpec, v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition}
 	if st.gate {
 		names = append(names, v1alpha1.FenceGateSynced)
 	}
 	var fs []v1alpha1.Fence
-	if g, ok := guard(app); ok {
+	if g, ok := guard(app, plan); ok {
 		fs = append(fs, g)
 		for _, n := range names[1:] {
 			fs = append(fs, open(n, "not judged: "+g.Message))
@@ -104,7 +119,7 @@ func Evaluate(app *argoapp.Application) Verdict {
 		fs = append(fs,
 			compared,
 			syncedAtRevision(app, trusted),
-			syncedAfterStep(app, st),
+			syncedAfterStep(app, st, trusted),
 			healthy(app, trusted),
 			noErrorCondition(app, trusted),
 		)
@@ -129,7 +144,7 @@ func Evaluate(app *argoapp.Application) Verdict {
 
 // guard returns the ComparedToSpec fence of an Application readiness cannot judge at all, and
 // false for one it can.
-func guard(app *argoapp.Application) (v1alpha1.Fence, bool) {
+func guard(app *argoapp.Application, plan Plan) (v1alpha1.Fence, bool) {
 	name := v1alpha1.FenceComparedToSpec
 	switch {
 	case app.DeletionTimestamp != nil:
@@ -138,8 +153,47 @@ func guard(app *argoapp.Application) (v1alpha1.Fence, bool) {
 		return failed(name, fmt.Sprintf("spec.sources holds %d sources: aicr-operator writes exactly one spec.source and cannot judge a multi-source Application; remove spec.sources (the operator writes spec.source again on its next write)", len(app.Spec.Sources))), true
 	case app.Spec.Source == nil:
 		return failed(name, "spec.source is missing: aicr-operator writes one OCI Helm source pinned by digest; the Application was changed by hand"), true
+	case plan.Want == nil || plan.Want.Spec.Source == nil:
+		return open(name, "what the plan says this Application must be is not known: "+cmp.Or(plan.Missing, "no plan was given")+"; readiness judges an Application only against its plan"), true
+	}
+	if diffs := planDiffs(app, plan.Want); len(diffs) > 0 {
+		msg := fmt.Sprintf("the Application's spec is not what plan %s says: it differs in %s (edited by hand; drift is reported); an edit is never judged, even once Argo CD synced it: undo it, or change the runtime instead",
+			short(plan.Digest), strings.Join(diffs, ", "))
+		if ct := app.Status.Sync.ComparedTo; appspec.EqualSource(&ct.Source, app.Spec.Source) && appspec.EqualDestination(ct.Destination, app.Spec.Destination) {
+			// Whether the edit is live in the cluster matters to the person who made it.
+			msg += fmt.Sprintf("; Argo CD compared the edit: %s, health %s", cmp.Or(syncDesc(app.Status.Sync), "no sync status"), cmp.Or(string(app.Status.Health.Status), "not reported"))
+			if os := app.Status.OperationState; os != nil && os.Phase != "" && os.SyncResult != nil && appspec.EqualSource(&os.SyncResult.Source, app.Spec.Source) {
+				msg += fmt.Sprintf(", its sync %s", os.Phase)
+			}
+		}
+		return open(name, msg), true
 	}
 	return v1alpha1.Fence{}, false
+}
+
+// planDiffs names where the live source (values included) and destination differ from the
+// plan's.
+func planDiffs(app, want *argoapp.Application) []string {
+	var diffs []string
+	got, exp := app.Spec.Source, want.Spec.Source
+	switch {
+	case got.RepoURL != exp.RepoURL:
+		diffs = append(diffs, fmt.Sprintf("repoURL %s (plan %s)", got.RepoURL, exp.RepoURL))
+	case got.Chart != exp.Chart:
+		diffs = append(diffs, fmt.Sprintf("chart %q (plan %q)", got.Chart, exp.Chart))
+	case got.Path != exp.Path:
+		diffs = append(diffs, fmt.Sprintf("path %q (plan %q)", got.Path, exp.Path))
+	}
+	if got.TargetRevision != exp.TargetRevision {
+		diffs = append(diffs, fmt.Sprintf("targetRevision %s (plan %s)", short(got.TargetRevision), short(exp.TargetRevision)))
+	}
+	if len(diffs) == 0 && !appspec.EqualSource(got, exp) {
+		diffs = append(diffs, "helm.valuesObject")
+	}
+	if !appspec.EqualDestination(app.Spec.Destination, want.Spec.Destination) {
+		diffs = append(diffs, fmt.Sprintf("destination %s (plan %s)", dest(app.Spec.Destination), dest(want.Spec.Destination)))
+	}
+	return diffs
 }
 
 func comparedToSpec(app *argoapp.Application) v1alpha1.Fence {
@@ -167,10 +221,23 @@ func comparedToSpec(app *argoapp.Application) v1alpha1.Fence {
 	if !appspec.EqualDestination(ct.Destination, app.Spec.Destination) {
 		diffs = append(diffs, fmt.Sprintf("destination %s (spec %s)", dest(ct.Destination), dest(app.Spec.Destination)))
 	}
+	if !equalIgnore(ct.IgnoreDifferences, app.Spec.IgnoreDifferences) {
+		// A write that changed only the comparison exceptions is compared once comparedTo
+		// shows the new ones (Argo CD refreshes when they differ and copies them in).
+		diffs = append(diffs, "ignoreDifferences")
+	}
 	if len(diffs) > 0 {
 		return open(name, "the status describes an earlier spec: comparedTo differs in "+strings.Join(diffs, ", ")+"; waiting for Argo CD to compare the written spec (under a second on an idle controller)")
 	}
 	return passed(name, fmt.Sprintf("Argo CD compared the written spec (%s with its values, to %s)", short(spec.TargetRevision), dest(app.Spec.Destination)))
+}
+
+// equalIgnore compares comparison exceptions as Argo CD does: nil and empty are the same.
+func equalIgnore(a, b argoapp.IgnoreDifferences) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 func syncedAtRevision(app *argoapp.Application, trusted bool) v1alpha1.Fence {
@@ -198,7 +265,11 @@ func syncedAtRevision(app *argoapp.Application, trusted bool) v1alpha1.Fence {
 	return open(name, "Argo CD has not reported a sync status yet")
 }
 
-func syncedAfterStep(app *argoapp.Application, st step) v1alpha1.Fence {
+// syncedAfterStep: Argo CD looked at the written spec after the step began, and either a sync
+// of it succeeded or the comparison found nothing to sync. For step-write changed the proof of
+// "after" is comparedTo equal to the written spec (the status before the write described
+// another one: ComparedToSpec); for unchanged it is the refresh handshake.
+func syncedAfterStep(app *argoapp.Application, st step, trusted bool) v1alpha1.Fence {
 	name := v1alpha1.FenceSyncedAfterStep
 	if st.id == "" {
 		return open(name, "the Application carries no "+v1alpha1.AnnotationStep+" annotation: there is no step to judge it against")
@@ -234,47 +305,55 @@ func syncedAfterStep(app *argoapp.Application, st step) v1alpha1.Fence {
 	if op := app.Operation; op != nil {
 		return open(name, fmt.Sprintf("a sync operation initiated by %s is requested and has not started", op.InitiatedBy.Describe()))
 	}
-	if os == nil {
-		return open(name, "no sync operation has run for this spec yet")
-	}
-	switch os.Phase {
-	case argoapp.OperationTerminating:
-		return open(name, "the sync is being terminated"+suffix(os.Message))
-	case argoapp.OperationFailed, argoapp.OperationError:
-		if forSpec(os, spec) {
-			return failed(name, fmt.Sprintf("the sync of %s failed (%s)%s; Argo CD does not retry it on its own: fix the cause and roll out again", short(spec.TargetRevision), os.Phase, suffix(os.Message)))
-		}
-		return open(name, fmt.Sprintf("the last sync (%s, of an earlier spec) ended %s; waiting for a sync of the written spec", syncedDesc(os), os.Phase))
-	case argoapp.OperationSucceeded:
-	default:
-		return open(name, fmt.Sprintf("operation phase %q", os.Phase))
-	}
-	sr := os.SyncResult
-	switch {
-	case sr == nil:
-		return open(name, "the last operation succeeded without a sync result; waiting for a sync of the written spec")
-	case sr.Revision != spec.TargetRevision:
-		msg := fmt.Sprintf("the last sync applied %s, the spec is %s", short(sr.Revision), short(spec.TargetRevision))
-		if app.Status.Sync.Status == argoapp.SyncStatusCodeSynced && app.Status.Sync.Revision == spec.TargetRevision {
-			msg += "; Argo CD shows Synced at the new digest but starts no automated sync when a change touches only hooks, so the new hooks have not run"
-			if !st.gate {
-				msg += " (mark the release as a readiness gate to have it synced explicitly)"
-			}
-		} else {
-			msg += "; waiting for the sync of the written spec"
-		}
-		return open(name, msg)
-	case !appspec.EqualSource(&sr.Source, spec):
-		return open(name, "the last sync applied other values or another source than the written spec; waiting for the sync of the written spec")
-	}
-	msg := fmt.Sprintf("the sync of %s with the written values succeeded", short(spec.TargetRevision))
-	if os.FinishedAt != nil {
-		msg += " at " + os.FinishedAt.UTC().Format(time.RFC3339)
-	}
+	refreshed := ""
 	if st.write == v1alpha1.StepWriteUnchanged {
-		msg += fmt.Sprintf("; Argo CD compared again after step %s's refresh", st.id)
+		refreshed = fmt.Sprintf("; Argo CD compared again after step %s's refresh", st.id)
 	}
-	return passed(name, msg)
+	if os != nil {
+		switch os.Phase {
+		case argoapp.OperationTerminating:
+			return open(name, "the sync is being terminated"+suffix(os.Message))
+		case argoapp.OperationFailed, argoapp.OperationError:
+			// A failed hook leaves the Application Synced and Healthy with no condition: only
+			// this fence shows it, so no comparison can pass it.
+			if forSpec(os, spec) {
+				return failed(name, fmt.Sprintf("the sync of %s failed (%s)%s; Argo CD does not retry it on its own: fix the cause and roll out again", short(spec.TargetRevision), os.Phase, suffix(os.Message)))
+			}
+		case argoapp.OperationSucceeded:
+			if sr := os.SyncResult; sr != nil && sr.Revision == spec.TargetRevision && appspec.EqualSource(&sr.Source, spec) {
+				msg := fmt.Sprintf("the sync of %s with the written values succeeded", short(spec.TargetRevision))
+				if os.FinishedAt != nil {
+					msg += " at " + os.FinishedAt.UTC().Format(time.RFC3339)
+				}
+				return passed(name, msg+refreshed)
+			}
+		default:
+			return open(name, fmt.Sprintf("operation phase %q", os.Phase))
+		}
+	}
+	// No sync of the written spec finished. Argo CD starts none when the cluster already
+	// matches it (new values that render the same manifests, resources that already exist,
+	// a change that touches only hooks): a comparison of the written spec after the step
+	// began that found it Synced is the "reconcile" that proves the step.
+	s := app.Status.Sync
+	if trusted && s.Status == argoapp.SyncStatusCodeSynced && s.Revision == spec.TargetRevision {
+		msg := fmt.Sprintf("Argo CD compared the written spec at %s after the step began and found the cluster matching it, so there was nothing to sync", short(spec.TargetRevision))
+		if st.gate {
+			msg += " (a readiness release still needs its own sync: " + v1alpha1.FenceGateSynced + ")"
+		}
+		return passed(name, msg+refreshed)
+	}
+	switch {
+	case os == nil:
+		return open(name, "no sync operation has run for this spec yet")
+	case os.Phase == argoapp.OperationFailed || os.Phase == argoapp.OperationError:
+		return open(name, fmt.Sprintf("the last sync (%s, of an earlier spec) ended %s; waiting for a sync of the written spec", syncedDesc(os), os.Phase))
+	case os.SyncResult == nil:
+		return open(name, "the last operation succeeded without a sync result; waiting for a sync of the written spec")
+	case os.SyncResult.Revision != spec.TargetRevision:
+		return open(name, fmt.Sprintf("the last sync applied %s, the spec is %s; waiting for Argo CD to compare or sync the written spec", short(os.SyncResult.Revision), short(spec.TargetRevision)))
+	}
+	return open(name, "the last sync applied other values or another source than the written spec; waiting for Argo CD to compare or sync the written spec")
 }
 
 func healthy(app *argoapp.Application, trusted bool) v1alpha1.Fence {

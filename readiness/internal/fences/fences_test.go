@@ -80,6 +80,11 @@ func readyApp(opts ...option) *argoapp.Application {
 	return app
 }
 
+// planned is the Plan of an Application whose spec is exactly what its plan says.
+func planned(app *argoapp.Application) Plan {
+	return Plan{Digest: "sha256:plan", Want: app.DeepCopy()}
+}
+
 func withAnnotation(k, v string) option {
 	return func(a *argoapp.Application) { a.Annotations[k] = v }
 }
@@ -167,6 +172,9 @@ func TestEvaluate(t *testing.T) {
 	}
 	tests := map[string]struct {
 		app *argoapp.Application
+		// plan, when set, changes what the plan says (planned(app) otherwise: the spec as
+		// written).
+		plan func(*Plan)
 		// want is each fence's state.
 		want states
 		// wantFailed is the verdict's Failed.
@@ -245,10 +253,15 @@ func TestEvaluate(t *testing.T) {
 			want:       all(P, states{v1alpha1.FenceSyncedAfterStep: F}),
 			wantFailed: true,
 		},
-		"a failed sync of an earlier spec stays Open: the written spec has not been synced yet": {
-			app:   readyApp(phase(argoapp.OperationFailed, "one or more objects failed to apply"), lastSync(digestWeb2, oldVals)),
-			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+		"a failed sync of an earlier spec stays Open while the written spec is OutOfSync": {
+			app:   readyApp(phase(argoapp.OperationFailed, "one or more objects failed to apply"), lastSync(digestWeb2, oldVals), syncStatus(argoapp.SyncStatusCodeOutOfSync)),
+			want:  all(P, states{v1alpha1.FenceSyncedAtRevision: O, v1alpha1.FenceSyncedAfterStep: O}),
 			fence: v1alpha1.FenceSyncedAfterStep, says: "of an earlier spec",
+		},
+		"a failed sync of an earlier spec does not hold a written spec Argo CD compared as Synced": {
+			app:   readyApp(phase(argoapp.OperationFailed, "one or more objects failed to apply"), lastSync(digestWeb2, oldVals)),
+			want:  all(P, nil),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "found the cluster matching it, so there was nothing to sync",
 		},
 		"a final failed automated sync with SyncError and OutOfSync is Failed twice": {
 			// 07b: namespace missing; retries exhausted.
@@ -268,11 +281,80 @@ func TestEvaluate(t *testing.T) {
 				operationRequested(argoapp.OperationInitiator{Automated: true})),
 			want: all(P, states{v1alpha1.FenceSyncedAfterStep: O, v1alpha1.FenceNoErrorCondition: O}),
 		},
-		"hook-only change: Synced at the new digest but the last sync applied the old one": {
-			// 06/11a: Argo CD never starts an automated sync for it.
+		"hook-only change: Synced at the new digest after its comparison, with no sync to run, passes": {
+			// 06/11a: Argo CD starts no automated sync for it; the comparison after the write is
+			// the reconcile that proves the step.
 			app:   readyApp(lastSync(digestWeb1, newVals)),
-			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
-			fence: v1alpha1.FenceSyncedAfterStep, says: "starts no automated sync when a change touches only hooks",
+			want:  all(P, nil),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "compared the written spec at sha256:db3440cd1cf8 after the step began and found the cluster matching it",
+		},
+		"new values that render the same manifests: compared Synced, no sync needed, passes": {
+			app:  readyApp(lastSync(digestWeb2, oldVals)),
+			want: all(P, nil),
+		},
+		"a readiness release's hook-only change still waits for its explicit sync": {
+			app:   readyApp(gate, lastSync(digestWeb1, newVals)),
+			want:  all(P, states{v1alpha1.FenceGateSynced: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "a readiness release still needs its own sync",
+		},
+		"a comparison not yet made of the written spec proves nothing: the old Synced and sync stay Open": {
+			app:   readyApp(comparedTo(digestWeb2, oldVals), lastSync(digestWeb2, oldVals)),
+			want:  all(O, states{v1alpha1.FenceNoErrorCondition: P}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "waiting for Argo CD to compare or sync the written spec",
+		},
+		"only ignoreDifferences changed: comparedTo without them describes the spec from before the step": {
+			// An engine-policy move writes the comparison exceptions alone; the old sync result
+			// and Synced status match the source, so only comparedTo can tell.
+			app:   readyApp(func(a *argoapp.Application) { a.Spec.IgnoreDifferences = appspec.IgnoreDifferences() }),
+			want:  all(O, states{v1alpha1.FenceSyncedAfterStep: P, v1alpha1.FenceNoErrorCondition: P}),
+			fence: v1alpha1.FenceComparedToSpec, says: "comparedTo differs in ignoreDifferences",
+		},
+		"only ignoreDifferences changed, and Argo CD compared them: ready": {
+			app: readyApp(func(a *argoapp.Application) {
+				a.Spec.IgnoreDifferences = appspec.IgnoreDifferences()
+				a.Status.Sync.ComparedTo.IgnoreDifferences = appspec.IgnoreDifferences()
+			}),
+			want: all(P, nil),
+		},
+		"values edited by hand and synced by Argo CD are not the plan's: never judged": {
+			// comparedTo, the sync and health all describe the edit.
+			app: readyApp(),
+			plan: func(p *Plan) {
+				p.Want.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(oldVals)}
+			},
+			want:  all(O, nil),
+			fence: v1alpha1.FenceComparedToSpec, says: "differs in helm.valuesObject (edited by hand; drift is reported); an edit is never judged, even once Argo CD synced it: undo it, or change the runtime instead; Argo CD compared the edit: Synced at sha256:db3440cd1cf8, health Healthy, its sync Succeeded",
+		},
+		"values edited by hand and not compared yet say so": {
+			app: readyApp(comparedTo(digestWeb2, oldVals)),
+			plan: func(p *Plan) {
+				p.Want.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(oldVals)}
+			},
+			want:  all(O, nil),
+			fence: v1alpha1.FenceComparedToSpec, says: "or change the runtime instead",
+		},
+		"a destination edited by hand is not the plan's": {
+			app:   readyApp(),
+			plan:  func(p *Plan) { p.Want.Spec.Destination.Namespace = "planned-ns" },
+			want:  all(O, nil),
+			fence: v1alpha1.FenceSyncedAtRevision, says: `not judged: the Application's spec is not what plan sha256:plan says: it differs in destination namespace "gpu-operator" on https://kubernetes.default.svc (plan namespace "planned-ns"`,
+		},
+		"a targetRevision edited by hand is not the plan's": {
+			app:   readyApp(),
+			plan:  func(p *Plan) { p.Want.Spec.Source.TargetRevision = digestWeb1 },
+			want:  all(O, nil),
+			fence: v1alpha1.FenceComparedToSpec, says: "targetRevision sha256:db3440cd1cf8 (plan sha256:4c3db97306cb)",
+		},
+		"what the plan says is not known: never judged": {
+			app:   readyApp(),
+			plan:  func(p *Plan) { p.Want, p.Missing = nil, "plan sha256:plan is not stored" },
+			want:  all(O, nil),
+			fence: v1alpha1.FenceComparedToSpec, says: "not known: plan sha256:plan is not stored",
+		},
+		"unchanged step after its refresh: a comparison that found Synced passes without a sync of this spec": {
+			app:   readyApp(unchanged, refreshedStep, lastSync(digestWeb1, newVals)),
+			want:  all(P, nil),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "after step r-7f3a/4's refresh",
 		},
 		"a sync operation requested but not started yet is Open": {
 			app:   readyApp(operationRequested(argoapp.OperationInitiator{Automated: true})),
@@ -372,7 +454,11 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			v := Evaluate(tc.app)
+			pl := planned(tc.app)
+			if tc.plan != nil {
+				tc.plan(&pl)
+			}
+			v := Evaluate(tc.app, pl)
 			got := states{}
 			for _, f := range v.Fences {
 				got[f.Name] = f.State
@@ -401,7 +487,8 @@ func TestEvaluate(t *testing.T) {
 }
 
 func TestEvaluateOrderAndObserved(t *testing.T) {
-	v := Evaluate(readyApp(gate, ourOperation(testStep)))
+	app := readyApp(gate, ourOperation(testStep))
+	v := Evaluate(app, planned(app))
 	var names []string
 	for _, f := range v.Fences {
 		names = append(names, f.Name)
@@ -418,12 +505,32 @@ func TestEvaluateOrderAndObserved(t *testing.T) {
 
 func TestEvaluateMessagesFitTheRolloutStatus(t *testing.T) {
 	long := strings.Repeat("é", 2000)
-	v := Evaluate(readyApp(condition("SyncError", long)))
+	app := readyApp(condition("SyncError", long))
+	v := Evaluate(app, planned(app))
 	f, _ := v.Fence(v1alpha1.FenceNoErrorCondition)
 	if len(f.Message) > maxMessage {
 		t.Errorf("message is %d bytes, the CRD allows %d", len(f.Message), maxMessage)
 	}
 	if !strings.HasSuffix(f.Message, "…") || !utf8.ValidString(f.Message) {
 		t.Errorf("message not cut cleanly: %q", f.Message[len(f.Message)-10:])
+	}
+}
+
+// The verdict on a hand edit says whether Argo CD has compared it yet: that is when the edit
+// becomes live in the cluster, which the person who made it needs to know.
+func TestEditVerdictSaysWhetherArgoCDComparedIt(t *testing.T) {
+	edited := func(opts ...option) Verdict {
+		app := readyApp(opts...)
+		pl := planned(app)
+		pl.Want.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(oldVals)}
+		return Evaluate(app, pl)
+	}
+	f, _ := edited().Fence(v1alpha1.FenceComparedToSpec)
+	if !strings.Contains(f.Message, "Argo CD compared the edit") {
+		t.Errorf("compared edit: %q does not say Argo CD compared it", f.Message)
+	}
+	f, _ = edited(comparedTo(digestWeb2, oldVals)).Fence(v1alpha1.FenceComparedToSpec)
+	if strings.Contains(f.Message, "Argo CD compared the edit") {
+		t.Errorf("edit not compared yet: %q says Argo CD compared it", f.Message)
 	}
 }

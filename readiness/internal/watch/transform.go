@@ -3,6 +3,7 @@ package watch
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,8 +20,9 @@ import (
 // the managedFields entries drift does not read: the controller's (it owns status) and the
 // operator's own updates (refresh annotation, operation). The operator's apply and every other
 // manager's entries stay, cut to their f:spec. And the Helm values Argo CD copies from the spec
-// into status.sync.comparedTo and operationState (syncResult, operation) are kept once: a copy
-// equal to the spec's shares the spec's bytes.
+// into status.sync.comparedTo and operationState (syncResult, operation), and the comparison
+// exceptions it copies into comparedTo, are kept once: a copy equal to the spec's shares the
+// spec's.
 func Transform(obj any) (any, error) {
 	app, ok := obj.(*argoapp.Application)
 	if !ok {
@@ -37,6 +39,9 @@ func Transform(obj any) (any, error) {
 				shareValues(os.Operation.Sync.Source, values)
 			}
 		}
+	}
+	if ct := &app.Status.Sync.ComparedTo; len(ct.IgnoreDifferences) > 0 && reflect.DeepEqual(ct.IgnoreDifferences, app.Spec.IgnoreDifferences) {
+		ct.IgnoreDifferences = app.Spec.IgnoreDifferences
 	}
 	if len(app.ManagedFields) > 0 {
 		// A new slice: reusing the old one would keep the dropped entries reachable.

@@ -49,9 +49,9 @@ type Watcher struct {
 	// Apps lists and watches the Applications of the engine namespace; *argoapp.Applications
 	// satisfies it.
 	Apps ListWatcher
-	// Settings render the desired Application for drift detection.
+	// Settings render the Application the plan says (for verdicts and drift detection).
 	Settings appspec.Settings
-	// Plans finds the plan an Application names; nil leaves drift unchecked.
+	// Plans finds the plan an Application names (required: nothing is judged without it).
 	Plans *plan.Cache
 	// Publisher sends verdicts and drift reports.
 	Publisher Publisher
@@ -197,10 +197,16 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 		return nil
 	}
 	st := w.stateFor(key, string(app.UID))
-	if err := w.publishVerdict(ctx, app, st); err != nil {
+	pl, err := w.plan(ctx, app)
+	if err != nil {
 		return err
 	}
-	return w.publishDrift(ctx, app, st)
+	// Drift first: the planner orders the two by resourceVersion, but a report that the spec
+	// was edited usually arriving before the verdict that says why it is not ready reads better.
+	if err := w.publishDrift(ctx, app, pl, st); err != nil {
+		return err
+	}
+	return w.publishVerdict(ctx, app, pl, st)
 }
 
 func (w *Watcher) stateFor(key, uid string) *published {
@@ -239,13 +245,13 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Ap
 	return nil
 }
 
-func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, st *published) error {
+func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, pl fences.Plan, st *published) error {
 	if _, removing := app.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
 		// Under a Remove step the applier reports Removed; a verdict on the old step would
 		// read as that step's readiness.
 		return nil
 	}
-	v := fences.Evaluate(app)
+	v := fences.Evaluate(app, pl)
 	content := verdictContent(v)
 	if content == st.verdict {
 		return nil
@@ -261,7 +267,11 @@ func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, 
 		Fences:     v.Fences,
 		Observed:   v.Observed,
 	}
-	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content), m); err != nil {
+	// The first verdict this process publishes for the Application has the ID a restarted
+	// watcher gives the same observation; each later one, a change it saw, also carries the
+	// resourceVersion, so a return to an earlier verdict (ready, an error condition that came
+	// and went, ready) is news even when no time it hashes moved.
+	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content, st.verdict != ""), m); err != nil {
 		return err
 	}
 	st.verdict = content
@@ -282,10 +292,10 @@ func verdictContent(v fences.Verdict) string {
 
 // VerdictID is the message ID of a verdict: the release and step, and a hash of the verdict's
 // content with the facts that mark one episode of it (the Application's UID, the health
-// transition time and the operation's start and finish). The same observation always gives
-// the same ID, so a restarted watcher's republish is dropped; a verdict that returns after a
-// change (Ready, then Degraded, then Ready again) carries new transition times and a new ID.
-func VerdictID(app *argoapp.Application, content string) string {
+// transition time, the operation's start and finish) and, for a change the watcher saw
+// (seen), the resourceVersion it saw it at. The first verdict on an observation always gives the same ID,
+// so a restarted watcher's republish is dropped; a verdict that returns after a change is new.
+func VerdictID(app *argoapp.Application, content string, seen bool) string {
 	h := sha256.New()
 	h.Write([]byte(content))
 	fmt.Fprintf(h, "\x00%s", app.UID)
@@ -298,18 +308,17 @@ func VerdictID(app *argoapp.Application, content string) string {
 			fmt.Fprintf(h, "\x00f%d", os.FinishedAt.Unix())
 		}
 	}
+	if seen {
+		fmt.Fprintf(h, "\x00rv%s", app.ResourceVersion)
+	}
 	return fmt.Sprintf("%s/%s/%s", app.Name, app.Annotations[v1alpha1.AnnotationStep], hex.EncodeToString(h.Sum(nil))[:16])
 }
 
-func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, st *published) error {
-	desired, err := w.desired(ctx, app)
-	if err != nil {
-		return err
-	}
-	if desired == nil {
+func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, pl fences.Plan, st *published) error {
+	if pl.Want == nil {
 		return nil
 	}
-	r := drift.Detect(app, desired)
+	r := drift.Detect(app, pl.Want)
 	switch {
 	case st.drift == nil && r.Empty():
 		return nil // never reported, nothing to report
@@ -351,34 +360,48 @@ func driftID(app *argoapp.Application, r drift.Report) string {
 	return fmt.Sprintf("%s/drift/%s/%s", app.Name, hex.EncodeToString(sum[:])[:16], app.ResourceVersion)
 }
 
-// desired renders what the operator wrote for app from the plan it names; nil when that
-// cannot be known (no plan annotation, the plan or release gone), which is logged.
-func (w *Watcher) desired(ctx context.Context, app *argoapp.Application) (*argoapp.Application, error) {
+// plan renders what the operator wrote for app from the plan it names: the Application both
+// the verdict and drift detection compare with. When that cannot be known (no plan annotation,
+// the plan or the release gone) Want is nil and Missing says why; an error is a failed read,
+// retried.
+func (w *Watcher) plan(ctx context.Context, app *argoapp.Application) (fences.Plan, error) {
 	digest := app.Annotations[v1alpha1.AnnotationPlanDigest]
-	if digest == "" || w.Plans == nil {
-		return nil, nil
+	pl := fences.Plan{Digest: digest}
+	if digest == "" {
+		pl.Missing = "the Application carries no " + v1alpha1.AnnotationPlanDigest + " annotation"
+		return pl, nil
 	}
 	p, err := w.Plans.Get(ctx, digest)
 	if plan.IsUnreadable(err) {
-		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Err(err).Msg("plan named by the application cannot be read; drift not checked")
-		return nil, nil
+		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Err(err).Msg("plan named by the application cannot be read; not judged, drift not checked")
+		pl.Missing = fmt.Sprintf("plan %s, named by annotation %s, cannot be read from the operator namespace (%v)", digest, v1alpha1.AnnotationPlanDigest, err)
+		return pl, nil
 	}
 	if err != nil {
-		return nil, err
+		return pl, err
 	}
 	r, ok := p.Release(app.Name)
 	if !ok {
 		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan has no release of the application's name; drift not checked")
-		return nil, nil
+		pl.Missing = fmt.Sprintf("plan %s has no release %s", digest, app.Name)
+		return pl, nil
 	}
 	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
-	return appspec.Build(w.Settings, appspec.Input{
-		Runtime:       app.Labels[v1alpha1.LabelRuntime],
-		RuntimeUID:    app.Annotations[v1alpha1.AnnotationRuntimeUID],
-		PlanDigest:    digest,
-		Release:       r,
-		StepID:        app.Annotations[v1alpha1.AnnotationStep],
-		StepStarted:   started,
-		SuspendEngine: app.Annotations[v1alpha1.AnnotationEngineSuspended] == "true",
+	// Rendered with the engine running: the engine-suspended annotation is not taken on trust.
+	// Automated sync off is reported (AutoSyncDisabled); the planner, which reads the runtime's
+	// spec.suspendEngine, decides whether that is drift.
+	want, err := appspec.Build(w.Settings, appspec.Input{
+		Runtime:     app.Labels[v1alpha1.LabelRuntime],
+		RuntimeUID:  app.Annotations[v1alpha1.AnnotationRuntimeUID],
+		PlanDigest:  digest,
+		Release:     r,
+		StepID:      app.Annotations[v1alpha1.AnnotationStep],
+		StepStarted: started,
 	})
+	if err != nil {
+		pl.Missing = fmt.Sprintf("release %s of plan %s does not render: %v", app.Name, digest, err)
+		return pl, nil
+	}
+	pl.Want = want
+	return pl, nil
 }

@@ -3,6 +3,8 @@ package watch
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +29,9 @@ import (
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
 )
 
-func fencesOf(app *argoapp.Application) []v1alpha1.Fence { return fences.Evaluate(app).Fences }
+func fencesOf(app *argoapp.Application) []v1alpha1.Fence {
+	return fences.Evaluate(app, fences.Plan{Digest: "sha256:plan", Want: app.DeepCopy()}).Fences
+}
 
 // waitTimeout bounds every wait for the watcher to react.
 const waitTimeout = 10 * time.Second
@@ -145,7 +149,8 @@ func written(t testing.TB, p *plan.Plan, stepID string) *argoapp.Application {
 	app.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
 	finished := metav1.NewTime(time.Unix(1_800_000_060, 0))
 	app.Status = argoapp.ApplicationStatus{
-		Sync:   argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision, ComparedTo: argoapp.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination}},
+		Sync: argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision,
+			ComparedTo: argoapp.ComparedTo{Source: *app.Spec.Source.DeepCopy(), Destination: app.Spec.Destination, IgnoreDifferences: appspec.IgnoreDifferences()}},
 		Health: argoapp.AppHealthStatus{Status: "Healthy", LastTransitionTime: &finished},
 		OperationState: &argoapp.OperationState{
 			Phase: argoapp.OperationSucceeded, StartedAt: finished, FinishedAt: &finished,
@@ -371,6 +376,9 @@ func TestTransformKeepsWhatTheJudgesRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := obj.(*argoapp.Application)
+	if &got.Status.Sync.ComparedTo.IgnoreDifferences[0] != &got.Spec.IgnoreDifferences[0] {
+		t.Errorf("transform kept a copy of the spec's ignoreDifferences in comparedTo")
+	}
 	if got.Status.Sync.ComparedTo.Source.Helm.ValuesObject != got.Spec.Source.Helm.ValuesObject ||
 		got.Status.OperationState.SyncResult.Source.Helm.ValuesObject != got.Spec.Source.Helm.ValuesObject {
 		t.Errorf("transform kept copies of the spec's values in comparedTo and syncResult")
@@ -384,5 +392,116 @@ func TestTransformKeepsWhatTheJudgesRead(t *testing.T) {
 	}
 	if diff := cmp.Diff(fencesOf(before), fencesOf(got)); diff != "" {
 		t.Errorf("the transform changed the verdict (-before +after):\n%s", diff)
+	}
+}
+
+// A hand edit of the values that Argo CD synced and found healthy is not the plan rolled out:
+// the verdict stays not ready, judged against what the plan renders, and the drift report that
+// names the edit is published before it. Undoing the edit makes it ready again.
+func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	argo, rec, _ := startWatcher(t, app)
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
+
+	// The edit, compared, synced and healthy: every status field describes it.
+	edited := app.DeepCopy()
+	edited.ResourceVersion = "2"
+	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"replicas":5}`)}
+	edited.Status.Sync.ComparedTo.Source = *edited.Spec.Source.DeepCopy()
+	edited.Status.OperationState.SyncResult.Source = *edited.Spec.Source.DeepCopy()
+	if _, err := argo.Update(context.Background(), edited, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "a not-ready verdict on the edit", func(s []sent) bool {
+		vs := verdicts(s)
+		return len(vs) == 2 && !vs[1].Ready
+	})
+	v := verdicts(s)[1]
+	f, _ := fenceNamed(v.Fences, v1alpha1.FenceComparedToSpec)
+	if f.State != v1alpha1.FenceOpen || !strings.Contains(f.Message, "helm.valuesObject (edited by hand") {
+		t.Errorf("ComparedToSpec = %+v, want Open naming the values edit", f)
+	}
+	if v.Observed.ResourceVersion != "2" {
+		t.Errorf("verdict observed resourceVersion %q, want 2", v.Observed.ResourceVersion)
+	}
+	var driftAt, verdictAt = -1, -1
+	for i, m := range s {
+		switch x := m.msg.(type) {
+		case *bus.DriftReport:
+			if driftAt < 0 && slices.Contains(x.Kinds, bus.DriftValues) {
+				driftAt = i
+			}
+		case *bus.ReleaseVerdict:
+			if !x.Ready {
+				verdictAt = i
+			}
+		}
+	}
+	if driftAt < 0 || driftAt > verdictAt {
+		t.Errorf("the Values drift report (at %d) was not published before the not-ready verdict (at %d):\n%s", driftAt, verdictAt, describe(s))
+	}
+
+	// Undone by hand, with nothing for Argo CD to sync: the same status, times and verdict as
+	// before the edit, at a later resourceVersion.
+	undone := app.DeepCopy()
+	undone.ResourceVersion = "3"
+	if _, err := argo.Update(context.Background(), undone, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "a ready verdict once the edit is undone", func(s []sent) bool {
+		vs := verdicts(s)
+		return len(vs) == 3 && vs[2].Ready
+	})
+}
+
+// An Application naming a plan that is not stored is never judged ready: readiness cannot know
+// what it must be.
+func TestWatcherDoesNotJudgeWithoutThePlan(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	app.Annotations[v1alpha1.AnnotationPlanDigest] = "sha256:0000000000000000000000000000000000000000000000000000000000000009"
+	_, rec, _ := startWatcher(t, app)
+	s := rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	v := verdicts(s)[0]
+	f, _ := fenceNamed(v.Fences, v1alpha1.FenceComparedToSpec)
+	if v.Ready || f.State != v1alpha1.FenceOpen || !strings.Contains(f.Message, "cannot be read") {
+		t.Errorf("verdict ready=%v, ComparedToSpec %+v: want not ready, naming the missing plan", v.Ready, f)
+	}
+}
+
+func fenceNamed(fs []v1alpha1.Fence, name string) (v1alpha1.Fence, bool) {
+	for _, f := range fs {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return v1alpha1.Fence{}, false
+}
+
+// A verdict that returns to an earlier one after a change no hashed time marks (an error
+// condition that comes and goes, as Argo CD's controller reports right after it starts) is
+// published again under a new ID: JetStream would drop a repeat of the first.
+func TestWatcherRepublishesAVerdictThatReturns(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	argo, rec, _ := startWatcher(t, app)
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	blip := app.DeepCopy()
+	blip.ResourceVersion = "2"
+	blip.Status.Conditions = []argoapp.ApplicationCondition{{Type: argoapp.ApplicationConditionInvalidSpecError, Message: "Application referencing project aicr which does not exist"}}
+	if _, err := argo.Update(context.Background(), blip, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the failed verdict", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	back := app.DeepCopy()
+	back.ResourceVersion = "3"
+	if _, err := argo.Update(context.Background(), back, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "the ready verdict again", func(s []sent) bool { return len(verdicts(s)) == 3 })
+	vs := verdicts(s)
+	if !vs[0].Ready || vs[1].Ready || !vs[1].Failed || !vs[2].Ready {
+		t.Errorf("verdicts ready %v/%v/%v, want ready, failed, ready", vs[0].Ready, vs[1].Ready, vs[2].Ready)
 	}
 }

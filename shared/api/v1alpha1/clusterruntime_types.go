@@ -207,6 +207,43 @@ type ClusterRuntimeStatus struct {
 	// Credentials reports the registry credentials' state.
 	// +optional
 	Credentials *CredentialsStatus `json:"credentials,omitempty"`
+	// Releases holds readiness's latest verdict on each release of the active plan that was
+	// judged again after its step: one not ready makes the runtime Ready=False/NotReady until
+	// it is ready again. A release ready again stays listed, so a verdict delivered late cannot
+	// undo a newer one; a release that leaves the plan is dropped.
+	// +optional
+	// +listType=map
+	// +listMapKey=release
+	// +kubebuilder:validation:MaxItems=1024
+	Releases []ReleaseHealth `json:"releases,omitempty"`
+}
+
+// ReleaseHealth is readiness's latest verdict on one release after its step.
+type ReleaseHealth struct {
+	// Release is the plan release (and Application name).
+	// +kubebuilder:validation:MaxLength=63
+	Release string `json:"release"`
+	// Ready is the verdict.
+	Ready bool `json:"ready"`
+	// Step is the step that last wrote the Application (its operator.aicr.run/step).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Step string `json:"step,omitempty"`
+	// ResourceVersion is the Application's resourceVersion the verdict judged.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// ObservedAt is when readiness saw it.
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// Since is when it was first judged not ready in this episode (unset while ready).
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Fences are the fences that did not pass, with what readiness saw.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Fences []Fence `json:"fences,omitempty"`
 }
 
 // CredentialsStatus reports the repo-creds Secret as the credential refresher last saw it.

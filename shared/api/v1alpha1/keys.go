@@ -75,7 +75,8 @@ const (
 	// AnnotationArgoRefresh" proves Argo CD compared after the step began.
 	AnnotationRefreshFor = "operator.aicr.run/refresh-for"
 	// AnnotationEngineSuspended records that the Application was written with automated sync
-	// off because the runtime says suspendEngine.
+	// off because the runtime says suspendEngine. It is informational: whether the engine is
+	// suspended is the runtime's spec, never this marker.
 	AnnotationEngineSuspended = "operator.aicr.run/engine-suspended"
 	// AnnotationReadinessGate marks a readiness release ("true"): synced explicitly by the
 	// operator in each of its steps.

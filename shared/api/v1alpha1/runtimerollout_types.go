@@ -166,6 +166,12 @@ type Step struct {
 	// Verdict is readiness's latest judgement of the release.
 	// +optional
 	Verdict *Verdict `json:"verdict,omitempty"`
+	// DriftResourceVersion is the Application's resourceVersion at which readiness reported its
+	// source, values or destination edited during this step (reason SpecDrifted). Only a
+	// verdict on a later version, or a report that the drift ended seen later, counts.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	DriftResourceVersion string `json:"driftResourceVersion,omitempty"`
 }
 
 // FenceState is the state of one readiness fence.
@@ -221,6 +227,11 @@ type Verdict struct {
 	// ObservedAt is when readiness saw the Application.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+	// ResourceVersion is the Application's resourceVersion readiness judged: it orders verdicts
+	// and drift reports that arrive out of order.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 	// Fences, each with its state.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16

@@ -1,0 +1,219 @@
+//go:build e2e
+
+package edges
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
+)
+
+// "A sync or reconcile happened after the step began": an upgrade whose new values render the
+// same manifests (a key the chart does not read) leaves Argo CD nothing to sync. Its step
+// passes on Argo CD's comparison of the written spec, without a sync operation.
+func TestAnUpgradeThatRendersTheSameManifestsPassesOnTheComparison(t *testing.T) {
+	s := stacktest.Need(t)
+	rt := rolledOut(t, s)
+	const rel = "nodewright-customizations"
+	before := stacktest.Application(t, s, rel)
+	if before.Status.OperationState == nil {
+		t.Fatalf("%s has no last sync: %s", rel, describeApp(before))
+	}
+	setValue(t, rel, "notReadByTheChart", "e2e")
+	ro := change(t, s, rt.Status.ActivePlan)
+	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
+
+	done := waitStep(t, s, ro.Name, rel, stepTimeout, "Succeeded", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
+		if st.State != v1alpha1.StepSucceeded {
+			return fmt.Errorf("step %s: %s %s (%s)", id, st.State, st.Reason, st.Message)
+		}
+		return nil
+	})
+	st, _ := stacktest.FindStep(done, rel)
+	if f := fence(st.Verdict, v1alpha1.FenceSyncedAfterStep); f.State != v1alpha1.FencePassed {
+		t.Errorf("step %s SyncedAfterStep %s", id, f.State)
+	}
+	app := stacktest.Application(t, s, rel)
+	if app.Annotations[v1alpha1.AnnotationStep] != id || app.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged {
+		t.Errorf("%s annotations %v: want step %s written changed", rel, app.Annotations, id)
+	}
+	// Argo CD compared the new values and ran no sync: the last operation is the one from
+	// before the step.
+	if got := values(t, &app.Status.Sync.ComparedTo.Source)["notReadByTheChart"]; got != "e2e" {
+		t.Errorf("comparedTo values lack the new key: %s", describeApp(app))
+	}
+	if os := app.Status.OperationState; os == nil || !os.StartedAt.Equal(&before.Status.OperationState.StartedAt) {
+		t.Errorf("a sync ran for a write that changes no manifest: operation %+v (before: started %s)", os, before.Status.OperationState.StartedAt)
+	}
+	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+	}
+	rolledOut(t, s)
+}
+
+// An Application deleted by hand during a rollout, whose resources stay, is written again by
+// its step as a new Application over resources that already match: Argo CD compares it
+// Synced and starts no sync, and the step passes on that comparison.
+func TestAnApplicationWrittenAgainOverMatchingResourcesPassesOnTheComparison(t *testing.T) {
+	s := stacktest.Need(t)
+	ctx := t.Context()
+	rt := rolledOut(t, s)
+	const rel = "nodewright-customizations"
+	old := stacktest.Application(t, s, rel)
+
+	// A rollout in flight that has started no step: paused, then a value the chart does not
+	// read, so the resources the step installs are the ones that exist.
+	spec.Paused = true
+	t.Cleanup(func() { spec.Paused = false })
+	setValue(t, rel, "notReadByTheChart", "e2e-again")
+	ro := change(t, s, rt.Status.ActivePlan)
+	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
+	if err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Delete(ctx, rel, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete application %s: %v", rel, err)
+	}
+	err := testenv.WaitFor(ctx, stepTimeout, "application "+rel+" gone", func(ctx context.Context) (bool, error) {
+		_, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(ctx, rel, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Paused = false
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.ApplyRuntime(ctx, spec) }); err != nil {
+		t.Fatal(err)
+	}
+
+	waitStep(t, s, ro.Name, rel, stepTimeout, "Succeeded", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
+		if st.State != v1alpha1.StepSucceeded {
+			return fmt.Errorf("step %s: %s %s (%s)", id, st.State, st.Reason, st.Message)
+		}
+		return nil
+	})
+	app := stacktest.Application(t, s, rel)
+	if app.UID == old.UID || app.Annotations[v1alpha1.AnnotationStep] != id {
+		t.Errorf("%s: uid %s (was %s), step %s; want a new Application written by %s", rel, app.UID, old.UID, app.Annotations[v1alpha1.AnnotationStep], id)
+	}
+	if app.Status.OperationState != nil {
+		t.Errorf("a sync ran over resources that already matched: %+v", app.Status.OperationState)
+	}
+	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+	}
+	rolledOut(t, s)
+}
+
+// The engine-policy move from argocd.v1 (comparison exceptions in argocd-cm, none on the
+// Applications) writes every release again with only ignoreDifferences added. The status from
+// before the write matches the source, sync result and health of the new spec; only comparedTo's
+// ignoreDifferences can tell. With Argo CD's controller held, no step passes; once it compares,
+// every step does, each after the comparison that shows the new exceptions.
+func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
+	s := stacktest.Need(t)
+	ctx := t.Context()
+	rt := rolledOut(t, s)
+	res := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+
+	// An older operator's Applications: readiness is stopped so the missing exceptions are not
+	// repaired as drift before the move.
+	if err := s.StopBinary("readiness", false); err != nil {
+		t.Fatal(err)
+	}
+	readinessDown := true
+	startReadiness := func() {
+		if readinessDown {
+			readinessDown = false
+			if err := s.StartBinary(context.Background(), "readiness"); err != nil {
+				t.Fatalf("start readiness again: %v", err)
+			}
+		}
+	}
+	t.Cleanup(startReadiness)
+	for _, c := range components {
+		if _, err := res.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"spec":{"ignoreDifferences":null}}`), metav1.PatchOptions{FieldManager: person}); err != nil {
+			t.Fatalf("strip ignoreDifferences of %s: %v", c.Name, err)
+		}
+		waitApp(t, s, c.Name, stepTimeout, "compared without comparison exceptions", func(a *argoapp.Application) bool {
+			return len(a.Spec.IgnoreDifferences) == 0 && len(a.Status.Sync.ComparedTo.IgnoreDifferences) == 0 &&
+				a.Status.Sync.Status == argoapp.SyncStatusCodeSynced && a.Status.Health.Status == argoapp.HealthStatusHealthy
+		})
+	}
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
+	release := holdArgoCD(t, s)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		u.Object["status"].(map[string]any)["enginePolicy"] = "argocd.v1"
+		_, err = s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("record engine policy argocd.v1: %v", err)
+	}
+	var ro *v1alpha1.RuntimeRollout
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the EnginePolicyChanged rollout", func(ctx context.Context) (bool, error) {
+		got, err := s.Runtime(ctx)
+		if err != nil || got.Status.Rollout == rt.Status.Rollout {
+			return false, err
+		}
+		r, err := s.Rollout(ctx, got.Status.Rollout)
+		if err != nil {
+			return false, err
+		}
+		ro = r
+		return r.Spec.Reason == v1alpha1.RolloutReasonEnginePolicyChanged && len(r.Status.Steps) == len(components), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ro.Status.Steps[0]
+	id := stepID(ro, first)
+	waitApp(t, s, first.Release, stepTimeout, "written by "+id+" with only ignoreDifferences changed", func(a *argoapp.Application) bool {
+		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Annotations[v1alpha1.AnnotationStepWrite] == v1alpha1.StepWriteChanged && len(a.Spec.IgnoreDifferences) > 0
+	})
+	startReadiness()
+	// Readiness judged the written spec against the stale status and did not pass it.
+	waitStep(t, s, ro.Name, first.Release, promptTimeout, "judged, not ready until Argo CD compares the new exceptions", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
+		if st.State != v1alpha1.StepInProgress {
+			return fmt.Errorf("%w: the step is %s (%s): it passed on the status from before its write", errStop, st.State, st.Message)
+		}
+		if f := fence(st.Verdict, v1alpha1.FenceComparedToSpec); st.Verdict == nil || f.State != v1alpha1.FenceOpen || !has(f.Message, "comparedTo differs in ignoreDifferences") {
+			return fmt.Errorf("verdict %+v", st.Verdict)
+		}
+		return nil
+	})
+	release()
+	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+	}
+	got := rolledOut(t, s)
+	if got.Status.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2 {
+		t.Errorf("engine policy %q after the move, want %s", got.Status.EnginePolicy, v1alpha1.EnginePolicyArgoCDV2)
+	}
+	for _, st := range ro.Status.Steps {
+		compared, _, ok := apps.FirstApp(t, st.Release, func(a *argoapp.Application) bool {
+			return a.Annotations[v1alpha1.AnnotationStep] == stepID(ro, st) && len(a.Status.Sync.ComparedTo.IgnoreDifferences) > 0
+		})
+		if !ok {
+			t.Errorf("%s: no recorded comparison of its step's exceptions", st.Release)
+			continue
+		}
+		ev, _ := rollouts.FirstStep(t, ro.Name, st.Release, func(s v1alpha1.Step) bool { return s.State == v1alpha1.StepSucceeded })
+		if ev.RV <= compared.RV {
+			t.Errorf("%s: step succeeded at rv %d, before Argo CD compared the new exceptions (rv %d)", st.Release, ev.RV, compared.RV)
+		}
+	}
+}

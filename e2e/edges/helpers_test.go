@@ -1,0 +1,333 @@
+//go:build e2e
+
+package edges
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
+)
+
+// Named timeouts. Argo CD syncs one of the example charts in a few seconds on an idle machine;
+// the rest is headroom for a loaded one.
+const (
+	// stepTimeout bounds waiting for one step to reach a state (written, judged, done).
+	stepTimeout = 3 * time.Minute
+	// restartTimeout bounds restarting a process of the environment.
+	restartTimeout = 2 * time.Minute
+	// promptTimeout bounds what the operator must do "within seconds" of a change it hears of
+	// (a verdict, a result); the headroom is for a loaded machine.
+	promptTimeout = time.Minute
+)
+
+// person is the field manager of every hand edit in this package: someone who is not the
+// operator.
+const person = "e2e-person"
+
+// The bundle and spec the runtime points at, as the tests change them. Tests run in order and
+// each leaves the runtime Ready at them.
+var (
+	components = stack.ExampleComponents()
+	version    = 1
+	spec       = stack.DefaultRuntimeSpec()
+)
+
+// setValue sets a top-level value of a component in the package's bundle.
+func setValue(t *testing.T, component, key string, value any) {
+	t.Helper()
+	for i := range components {
+		if components[i].Name == component {
+			components[i].Values[key] = value
+			return
+		}
+	}
+	t.Fatalf("no component %s in the bundle", component)
+}
+
+func bundle(t *testing.T, s *stack.Stack) []byte {
+	t.Helper()
+	raw, err := stack.BundleYAML("gpu-stack", fmt.Sprintf("1.0.%d", version), components, s.Digests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// rolledOut rolls the package's bundle and spec out (or checks they still are) and returns the
+// Ready runtime.
+func rolledOut(t *testing.T, s *stack.Stack) *v1alpha1.ClusterRuntime {
+	t.Helper()
+	return stacktest.RolledOut(t, s, bundle(t, s), spec)
+}
+
+// change writes the package's bundle as a new version, with the package's spec, to a runtime
+// at plan from, and returns the rollout that moves it to the new plan once it exists.
+func change(t *testing.T, s *stack.Stack, from string) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	before, err := s.Runtime(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	version++
+	if err := s.ApplyBundle(t.Context(), bundle(t, s)); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.ApplyRuntime(t.Context(), spec) }); err != nil {
+		t.Fatal(err)
+	}
+	var ro *v1alpha1.RuntimeRollout
+	err = testenv.WaitFor(t.Context(), stacktest.ChangeTimeout, "a rollout from plan "+from, func(ctx context.Context) (bool, error) {
+		rt, err := s.Runtime(ctx)
+		if err != nil {
+			return false, err
+		}
+		// The plan desired before the change (an earlier rollout's, failed) is not the new one.
+		if rt.Status.DesiredPlan == "" || rt.Status.DesiredPlan == from || rt.Status.DesiredPlan == before.Status.DesiredPlan || rt.Status.Rollout == "" {
+			return false, fmt.Errorf("desired plan %q, rollout %q (%s)", rt.Status.DesiredPlan, rt.Status.Rollout, stack.Blocker(rt))
+		}
+		r, err := s.Rollout(ctx, rt.Status.Rollout)
+		if err != nil {
+			return false, err
+		}
+		if r.Spec.FromDigest != from || r.Spec.ToDigest != rt.Status.DesiredPlan || len(r.Status.Steps) == 0 {
+			return false, fmt.Errorf("rollout %s goes %s -> %s with %d steps", r.Name, r.Spec.FromDigest, r.Spec.ToDigest, len(r.Status.Steps))
+		}
+		ro = r
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ro
+}
+
+// stepOf returns the rollout's step for release, failing the test when there is none or its
+// action differs.
+func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string, action v1alpha1.StepAction) v1alpha1.Step {
+	t.Helper()
+	st, ok := stacktest.FindStep(ro, release)
+	if !ok || st.Action != action {
+		t.Fatalf("rollout %s: step of %s is %+v, want a %s step", ro.Name, release, st, action)
+	}
+	return st
+}
+
+// stepID is "<rollout>/<index>".
+func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
+	return ro.Name + "/" + strconv.Itoa(int(st.Index))
+}
+
+// errStop ends a wait at once: what was seen means the awaited state will not come.
+var errStop = errors.New("will not happen")
+
+// waitStep waits until cond holds for the rollout's step of release and returns the rollout.
+// cond returns nil when satisfied, an error wrapping errStop to fail at once, any other error
+// to keep waiting (the last one is reported).
+func waitStep(t *testing.T, s *stack.Stack, rollout, release string, timeout time.Duration, what string, cond func(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) error) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	var last *v1alpha1.RuntimeRollout
+	var stopped error
+	err := testenv.WaitFor(t.Context(), timeout, "step "+release+" of "+rollout+": "+what, func(ctx context.Context) (bool, error) {
+		ro, err := s.Rollout(ctx, rollout)
+		if err != nil {
+			return false, err
+		}
+		last = ro
+		st, ok := stacktest.FindStep(ro, release)
+		if !ok {
+			stopped = fmt.Errorf("rollout %s has no step for %s", rollout, release)
+			return true, nil
+		}
+		if err := cond(ro, st); err != nil {
+			if errors.Is(err, errStop) {
+				stopped = err
+				return true, nil
+			}
+			return false, err
+		}
+		return true, nil
+	})
+	if stopped != nil {
+		err = stopped
+	}
+	if err != nil {
+		t.Fatalf("%v\nrollout: %s", err, describeRollout(last))
+	}
+	return last
+}
+
+// waitOutcome waits until the rollout ended and returns it.
+func waitOutcome(t *testing.T, s *stack.Stack, rollout string, timeout time.Duration) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	var ro *v1alpha1.RuntimeRollout
+	err := testenv.WaitFor(t.Context(), timeout, "rollout "+rollout+" ended", func(ctx context.Context) (bool, error) {
+		r, err := s.Rollout(ctx, rollout)
+		if err != nil {
+			return false, err
+		}
+		ro = r
+		if r.Status.Outcome == "" {
+			return false, fmt.Errorf("phase %s", r.Status.Phase)
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nrollout: %s", err, describeRollout(ro))
+	}
+	return ro
+}
+
+func describeRollout(ro *v1alpha1.RuntimeRollout) string {
+	if ro == nil {
+		return "never read"
+	}
+	out := fmt.Sprintf("%s %s %s: %s;", ro.Name, ro.Status.Phase, ro.Status.Outcome, ro.Status.Message)
+	for _, st := range ro.Status.Steps {
+		out += fmt.Sprintf(" [%d %s %s %s %s: %s]", st.Index, st.Release, st.Action, st.State, st.Reason, st.Message)
+	}
+	return out
+}
+
+// holdArgoCD stops Argo CD's application controller: nothing is compared or synced until the
+// returned function starts it again (the test's cleanup does, if the test does not).
+func holdArgoCD(t *testing.T, s *stack.Stack) (release func()) {
+	t.Helper()
+	if err := s.Env.StopProcess(testenv.ProcAppController); err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	release = func() {
+		if !held {
+			return
+		}
+		held = false
+		ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
+		defer cancel()
+		if err := s.Env.StartProcess(ctx, testenv.ProcAppController); err != nil {
+			t.Fatalf("start Argo CD's application controller again: %v", err)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// patchApp edits an Application by hand (field manager person) and returns what was stored.
+func patchApp(t *testing.T, s *stack.Stack, name, patch string) *argoapp.Application {
+	t.Helper()
+	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
+		Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: person})
+	if err != nil {
+		t.Fatalf("hand edit of application %s (%s): %v", name, patch, err)
+	}
+	app, err := stacktest.DecodeApplication(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// waitApp waits until the Application exists and cond holds, and returns it.
+func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, what string, cond func(*argoapp.Application) bool) *argoapp.Application {
+	t.Helper()
+	var last *argoapp.Application
+	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" "+what, func(ctx context.Context) (bool, error) {
+		u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if last, err = stacktest.DecodeApplication(u); err != nil {
+			return false, err
+		}
+		return cond(last), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nlast seen: %s", err, describeApp(last))
+	}
+	return last
+}
+
+// describeApp is a one-line account of an Application for failure messages.
+func describeApp(app *argoapp.Application) string {
+	if app == nil {
+		return "never read"
+	}
+	vals := "{}"
+	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
+		vals = string(src.Helm.ValuesObject.Raw)
+	}
+	op := "none"
+	if os := app.Status.OperationState; os != nil {
+		op = string(os.Phase)
+	}
+	return fmt.Sprintf("rv %s, %s/%s at %s, operation %s, values %s, step %s (%s)", app.ResourceVersion,
+		app.Status.Sync.Status, app.Status.Health.Status, app.Status.Sync.Revision, op, vals,
+		app.Annotations[v1alpha1.AnnotationStep], app.Annotations[v1alpha1.AnnotationStepWrite])
+}
+
+// values decodes a source's Helm values.
+func values(t *testing.T, src *argoapp.ApplicationSource) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	if src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
+		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &out); err != nil {
+			t.Fatalf("decode values: %v", err)
+		}
+	}
+	return out
+}
+
+// fence returns the named fence of a verdict.
+func fence(v *v1alpha1.Verdict, name string) v1alpha1.Fence {
+	if v != nil {
+		for _, f := range v.Fences {
+			if f.Name == name {
+				return f
+			}
+		}
+	}
+	return v1alpha1.Fence{Name: name}
+}
+
+// condition returns a condition of the runtime, or a zero one.
+func condition(rt *v1alpha1.ClusterRuntime, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(rt.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{Type: typ}
+}
+
+// rv parses a resourceVersion (an etcd revision on the local stack).
+func rv(t *testing.T, s string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q is not an etcd revision: %v", s, err)
+	}
+	return n
+}
+
+// has reports whether msg contains every part.
+func has(msg string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(msg, p) {
+			return false
+		}
+	}
+	return true
+}
