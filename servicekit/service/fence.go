@@ -60,7 +60,12 @@ func (f *leaseFence) renewedAt(t time.Time) {
 	}
 }
 
-// fencedLock records each successful write of the leader election record in the fence.
+// fencedLock records each successful write of the leader election record in the fence, and
+// refuses to release the lease (client-go's ReleaseOnCancel, an update with no holder) once the
+// fence has closed. client-go reads the lease for its resourceVersion before releasing it but
+// decides whether it holds it from the record it observed last: a leader woken from a pause and
+// stopped at once would release, with a fresh resourceVersion, the lease another candidate has
+// since acquired (make chaos saw that candidate lose its lease to the restarted old one).
 type fencedLock struct {
 	resourcelock.Interface
 	fence *leaseFence
@@ -76,6 +81,11 @@ func (l *fencedLock) Create(ctx context.Context, ler resourcelock.LeaderElection
 }
 
 func (l *fencedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == "" {
+		if err := l.fence.check(); err != nil {
+			return fmt.Errorf("release lease %s/%s: %w", l.fence.namespace, l.fence.name, err)
+		}
+	}
 	start := l.fence.now()
 	err := l.Interface.Update(ctx, ler)
 	if err == nil {

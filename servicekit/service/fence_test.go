@@ -63,7 +63,7 @@ func TestLeaseFence(t *testing.T) {
 			f.now = func() time.Time { return now }
 			if tc.renewed {
 				lock := &fencedLock{Interface: &fakeLock{}, fence: f}
-				if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+				if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "planner-0"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -91,18 +91,40 @@ func TestFencedLockRenewsOnSuccessOnly(t *testing.T) {
 	f.now = func() time.Time { return now }
 	f.setLeading(true)
 	failing := &fencedLock{Interface: &fakeLock{err: errors.New("conflict")}, fence: f}
-	if err := failing.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err == nil {
+	if err := failing.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "planner-0"}); err == nil {
 		t.Fatal("the failing lock's Update succeeded")
 	}
 	if err := f.check(); err == nil {
 		t.Errorf("a failed renewal opened the fence")
 	}
 	ok := &fencedLock{Interface: &fakeLock{}, fence: f}
-	if err := ok.Create(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+	if err := ok.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "planner-0"}); err != nil {
 		t.Fatal(err)
 	}
 	now = t0.Add(3 * time.Second)
 	if err := f.check(); err != nil {
 		t.Errorf("3s after a successful acquisition: %v", err)
+	}
+}
+
+// A lease is released (an update without a holder) only while the fence is open: a leader whose
+// last renewal is past the renew deadline may no longer hold it.
+func TestFencedLockReleasesOnlyAFreshLease(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := t0
+	f := newLeaseFence("aicr-system", "aicr-planner", 4*time.Second)
+	f.now = func() time.Time { return now }
+	f.setLeading(true)
+	lock := &fencedLock{Interface: &fakeLock{}, fence: f}
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "planner-0"}); err != nil {
+		t.Fatal(err)
+	}
+	now = t0.Add(time.Second)
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err != nil {
+		t.Errorf("release a second after renewing: %v", err)
+	}
+	now = t0.Add(time.Minute)
+	if err := lock.Update(context.Background(), resourcelock.LeaderElectionRecord{}); err == nil || !strings.Contains(err.Error(), "release lease aicr-system/aicr-planner") {
+		t.Errorf("release a minute after the last renewal: %v, want it refused", err)
 	}
 }
