@@ -107,33 +107,29 @@ func initial() state {
 	return st
 }
 
-// next changes 1-3 releases' values and drops or brings back optional releases. Values only
-// grow, so no two versions render the same plan.
+// next drops or brings back optional releases and changes the values of 1-3 others. Values
+// only grow, so no two versions render the same plan.
 func (st state) next(rnd *rand.Rand) (state, string) {
 	out := state{version: st.version + 1, values: maps.Clone(st.values)}
-	var present []string
+	var changes, kept []string
 	for _, r := range releases {
-		if _, ok := out.values[r.name]; ok {
-			present = append(present, r.name)
-		}
-	}
-	rnd.Shuffle(len(present), func(a, b int) { present[a], present[b] = present[b], present[a] })
-	var changes []string
-	for _, name := range present[:1+rnd.IntN(3)] {
-		out.values[name]++
-		changes = append(changes, fmt.Sprintf("%s=%d", name, out.values[name]))
-	}
-	for _, r := range releases {
-		if !r.optional || rnd.Float64() >= toggleChance {
-			continue
-		}
-		if _, ok := out.values[r.name]; ok {
+		_, present := out.values[r.name]
+		toggle := r.optional && rnd.Float64() < toggleChance
+		switch {
+		case toggle && present:
 			delete(out.values, r.name)
 			changes = append(changes, "-"+r.name)
-		} else {
+		case toggle:
 			out.values[r.name] = out.version + 1 // above any value it had before
 			changes = append(changes, "+"+r.name)
+		case present:
+			kept = append(kept, r.name)
 		}
+	}
+	rnd.Shuffle(len(kept), func(a, b int) { kept[a], kept[b] = kept[b], kept[a] })
+	for _, name := range kept[:min(len(kept), 1+rnd.IntN(3))] {
+		out.values[name]++
+		changes = append(changes, fmt.Sprintf("%s=%d", name, out.values[name]))
 	}
 	sort.Strings(changes)
 	return out, strings.Join(changes, ",")

@@ -212,11 +212,20 @@ func (m *monkey) record(f *fault) {
 	m.log("fault %d: %s %s%s at %s for %s", len(m.faults), f.kind, f.target, two, f.injected.Format("15:04:05.000"), f.restored.Sub(f.injected).Round(time.Millisecond))
 }
 
-// expect records that who may exit by design from now until the window is extended (until).
-func (m *monkey) expect(who string, from, to time.Time) {
+// expect records that who may exit by design from from to to, and returns the window's index
+// for until.
+func (m *monkey) expect(who string, from, to time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.expected = append(m.expected, window{who: who, from: from, to: to})
+	return len(m.expected) - 1
+}
+
+// until ends window i at to.
+func (m *monkey) until(i int, to time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected[i].to = to
 }
 
 // lock holds name (an instance, a nats-server, an environment process) for a fault, so the
@@ -322,7 +331,8 @@ func killLeader(binary string) func(context.Context, *monkey, *fault) error {
 func pauseLeader(binary string) func(context.Context, *monkey, *fault) error {
 	return func(ctx context.Context, m *monkey, f *fault) error {
 		instance := m.leader(ctx, binary)
-		hold := m.lease + m.between(500*time.Millisecond, 2500*time.Millisecond)
+		// The other candidate takes the lease up to a retry period after it expires.
+		hold := m.lease + retryPeriod + m.between(500*time.Millisecond, 2500*time.Millisecond)
 		m.expect(instance, time.Now(), time.Now().Add(hold+exitGrace))
 		err := m.pauseInstance(f, instance, hold)
 		f.ref = f.injected.Add(m.lease)
@@ -373,6 +383,9 @@ func killEnv(name string) func(context.Context, *monkey, *fault) error {
 		defer m.lock(name)()
 		f.target = name
 		f.injected = time.Now()
+		// Leaders may exit from the moment their renewals fail until they renewed again: the
+		// window opens now, for as long as the restart may take, and ends once it is known.
+		w := m.expect("", f.injected, f.injected.Add(restartTimeout+m.lease+exitGrace))
 		if err := m.s.KillEnv(name); err != nil {
 			return err
 		}
@@ -382,7 +395,7 @@ func killEnv(name string) func(context.Context, *monkey, *fault) error {
 		err := m.s.StartEnv(ctx, name)
 		f.restored = time.Now()
 		f.ref = f.restored
-		m.expect("", f.injected, f.restored.Add(m.lease+exitGrace))
+		m.until(w, f.restored.Add(m.lease+exitGrace))
 		return err
 	}
 }

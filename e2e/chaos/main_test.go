@@ -17,7 +17,7 @@ import (
 
 var (
 	flagRollouts  = flag.Int("chaos.rollouts", defaultRollouts, "rollouts to run under faults after the first install (more run while a fault kind is below -chaos.min-faults)")
-	flagSeed      = flag.Int64("chaos.seed", 0, "seed of the bundle changes, approvals and the fault schedule (0: from the clock; the test logs it)")
+	flagSeed      = flag.Int64("chaos.seed", 1, "seed of the bundle changes, approvals and the fault schedule (0: from the clock; the test logs it)")
 	flagDuration  = flag.Duration("chaos.duration", defaultDuration, "start no rollout after this long (0: no limit); the run fails if -chaos.rollouts or -chaos.min-faults was not reached by then")
 	flagMinFaults = flag.Int("chaos.min-faults", 1, "fail unless every fault kind was injected at least this often")
 	flagNATSNodes = flag.Int("chaos.nats-nodes", 3, "nats-server processes: 1, or 3 for a JetStream cluster with streams at replication 3")
