@@ -133,7 +133,9 @@ fuzz-long: ## Run each fuzz target for FUZZ_LONG_TIME (10m by default), a soak b
 	@hack/fuzz.sh $${FUZZ_LONG_TIME:-10m}
 
 .PHONY: chaos
-chaos: build ## Rollouts under the fault model of docs/testing.md (~3 min; CHAOS_ROLLOUTS=100 CHAOS_SEED=7 CHAOS_DURATION=20m CHAOS_FLAGS=...)
+chaos: ## Rollouts under the fault model of docs/testing.md, race-built binaries (~3 min; CHAOS_ROLLOUTS=100 CHAOS_SEED=7 CHAOS_DURATION=20m CHAOS_FLAGS=...)
+	@mkdir -p $(BIN_DIR)/race
+	go build -race -o $(BIN_DIR)/race/ $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
 	@bin=$$(hack/tools.sh bindir $(CHAOS_TOOLS)); \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-90m} -tags chaos -v ./e2e/chaos \
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR)/race go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-90m} -tags chaos -v ./e2e/chaos \
 	  -chaos.rollouts=$(CHAOS_ROLLOUTS) -chaos.seed=$(CHAOS_SEED) -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)

@@ -200,7 +200,7 @@ func transitiveDeps(name string) []string {
 	return out
 }
 
-// Rollouts of a 14-release bundle complete while the fault model of faults.go runs: processes
+// Rollouts of a 14-release bundle complete while the fault model of faults_test.go runs: processes
 // SIGKILLed and paused (two replicas or candidates of every binary), etcd, the kube-apiserver,
 // NATS nodes and the fake Argo CD controller killed, a NATS node partitioned, two faults at once.
 // Bundles change values, drop and bring back releases (Remove steps the test approves at random
@@ -208,9 +208,9 @@ func transitiveDeps(name string) []string {
 //   - a rollout that does not end Succeeded with exactly the steps its change calls for, or an
 //     Application not holding the last bundle's values (or not gone when the bundle dropped it);
 //   - any rollout ending otherwise than Succeeded, or Superseded before it started a step;
-//   - the etcd audit (audit.go): two specs under one step, an Application going back to a step
+//   - the etcd audit (audit_test.go): two specs under one step, an Application going back to a step
 //     it left, a deletion no approved Remove step made, a Remove deleting a recreated namesake;
-//   - a leader-elected process writing while another held its Lease (kubeaudit.go);
+//   - a leader-elected process writing while another held its Lease (kubeaudit_test.go);
 //   - a started step without any result once the command queue drained: a lost command;
 //   - a process exit no fault explains, and any panic, data race or dropped message in any log;
 //   - fewer than -chaos.min-faults faults of a kind.

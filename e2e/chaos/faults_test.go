@@ -511,7 +511,7 @@ func (m *monkey) counts() map[string]int {
 	return out
 }
 
-// short lists the faults so far, by kind.
+// short says how many faults were injected so far.
 func (m *monkey) short() string {
 	c := m.counts()
 	total := 0
