@@ -313,7 +313,7 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 		t.Errorf("after the faults: %v", err)
 	}
 	all := d.checkAllRollouts()
-	violations, read, err := commandsAnswered(ctx, s.NATSURL, all)
+	violations, read, err := commandsAnswered(ctx, s, all)
 	if err != nil {
 		t.Errorf("command audit: %v", err)
 	} else {

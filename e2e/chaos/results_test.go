@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
@@ -30,10 +30,10 @@ const (
 // events stream, whatever its outcome. A command the applier dropped, or one acknowledged
 // without being carried out, leaves its step without one. It returns the violations and the
 // number of results read.
-func commandsAnswered(ctx context.Context, natsURL string, rollouts []v1alpha1.RuntimeRollout) ([]string, int, error) {
-	nc, err := nats.Connect(natsURL, nats.Name("chaos-audit"), nats.MaxReconnects(-1))
+func commandsAnswered(ctx context.Context, s *stack.Stack, rollouts []v1alpha1.RuntimeRollout) ([]string, int, error) {
+	nc, err := s.ConnectNATS(ctx, "chaos-audit") // the observer: it may read every stream
 	if err != nil {
-		return nil, 0, fmt.Errorf("connect to nats: %w", err)
+		return nil, 0, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
