@@ -236,7 +236,7 @@ func TestScanLogsFindsPanicsRacesAndDrops(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, lines, err := scanLogs(dir)
+	got, lines, files, err := scanLogs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +255,8 @@ func TestScanLogsFindsPanicsRacesAndDrops(t *testing.T) {
 			t.Errorf("finding %d = %q, want it to contain %q", i, got[i], w)
 		}
 	}
-	if lines != 12 {
-		t.Errorf("%d lines read, want 12", lines)
+	if lines != 12 || files != len(logs) {
+		t.Errorf("%d lines of %d logs read, want 12 of %d", lines, files, len(logs))
 	}
 }
 

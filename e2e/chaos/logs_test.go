@@ -31,17 +31,18 @@ var logFindings = []struct {
 }
 
 // scanLogs reads every log in dir and returns one finding per matching line, and the number of
-// lines read.
-func scanLogs(dir string) (findings []string, lines int, err error) {
+// lines and files read.
+func scanLogs(dir string) (findings []string, lines, logs int, err error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
+	logs = len(files)
 	sort.Strings(files)
 	for _, path := range files {
 		f, err := os.Open(path)
 		if err != nil {
-			return findings, lines, fmt.Errorf("scan logs: %w", err)
+			return findings, lines, logs, fmt.Errorf("scan logs: %w", err)
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
@@ -58,10 +59,10 @@ func scanLogs(dir string) (findings []string, lines int, err error) {
 		err = sc.Err()
 		f.Close()
 		if err != nil {
-			return findings, lines, fmt.Errorf("scan %s: %w", path, err)
+			return findings, lines, logs, fmt.Errorf("scan %s: %w", path, err)
 		}
 	}
-	return findings, lines, nil
+	return findings, lines, logs, nil
 }
 
 // lastLines returns up to n last non-empty lines of a file.

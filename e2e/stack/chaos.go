@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -373,12 +374,16 @@ func (s *Stack) configureNATSCluster(bin string) error {
 			"no_advertise": true,
 			"routes":       routes,
 		}
-		raw, err := json.MarshalIndent(conf, "", "  ")
-		if err != nil {
+		// nats-server reads JSON but not its \u escapes: keep '>' of the permissions as it is.
+		var raw bytes.Buffer
+		enc := json.NewEncoder(&raw)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(conf); err != nil {
 			return fmt.Errorf("nats configuration of %s: %w", from, err)
 		}
 		path := filepath.Join(s.Dir, from+".conf")
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
+		if err := os.WriteFile(path, raw.Bytes(), 0o600); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		c.nats[from].args = []string{bin, "--config", path}
