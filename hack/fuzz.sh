@@ -16,6 +16,11 @@
 # A failing input is written by go test to <package>/testdata/fuzz/<FuzzX>/ and from then on
 # runs as a regression case in every plain `go test`: commit it with the fix. The script keeps
 # going after a failure and exits 1 at the end, naming the targets that failed.
+#
+# The corpus a run grows (the inputs that reached new code) lives in go's build cache; after
+# each target the script copies the new entries into <package>/testdata/fuzz/<FuzzX>/ too, so
+# that committing them keeps what the fuzzer found for every later `go test` and fuzz run
+# (FUZZ_KEEP_CORPUS=0 skips the copy).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -23,6 +28,8 @@ FUZZTIME=${1:-${FUZZTIME:-60s}}
 shift || true
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-30m}
 FUZZ_MINIMIZE_TIME=${FUZZ_MINIMIZE_TIME:-5s}
+FUZZ_KEEP_CORPUS=${FUZZ_KEEP_CORPUS:-1}
+cache=$(go env GOCACHE)/fuzz
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 
@@ -65,6 +72,16 @@ for t in "${targets[@]}"; do
   if ! go test "${args[@]}" "$dir"; then
     failed+=("$name ($dir)")
     log "FAIL $name: the failing input is in $dir/testdata/fuzz/$name/"
+  fi
+  if [[ $FUZZ_KEEP_CORPUS == 1 ]]; then
+    grown=$cache/$(go list "$dir")/$name
+    if [[ -d $grown ]]; then
+      mkdir -p "$dir/testdata/fuzz/$name"
+      before=$(find "$dir/testdata/fuzz/$name" -type f | wc -l)
+      cp -n "$grown"/* "$dir/testdata/fuzz/$name/" 2>/dev/null || true
+      after=$(find "$dir/testdata/fuzz/$name" -type f | wc -l)
+      log "$name: corpus $after entries in $dir/testdata/fuzz/$name ($((after - before)) new)"
+    fi
   fi
 done
 

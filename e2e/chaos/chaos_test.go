@@ -1,4 +1,4 @@
-//go:build chaos
+//go:build chaos || e2e
 
 package chaos
 
@@ -9,27 +9,47 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
-// Named timeouts. A rollout takes a second or two without faults; the rest is headroom for a
-// kube-apiserver restart (and the leader elections it costs) on a loaded 2-core machine.
+// Named timeouts. A rollout takes a second or two without faults; the rest is headroom for
+// faults landing on it (a paused leader holds it for its lease) on a loaded 2-core machine.
 const (
 	rolloutTimeout = 4 * time.Minute
 	writeTimeout   = 2 * time.Minute
-	restartTimeout = 3 * time.Minute
+	settleTimeout  = 3 * time.Minute
+)
+
+// The bundle changes.
+const (
+	// supersedeChance is the probability that a second bundle change follows within
+	// supersedeWithin, while the first one's rollout is starting or in flight.
+	supersedeChance = 0.3
+	supersedeWithin = 500 * time.Millisecond
+	// toggleChance is the probability that a bundle drops an optional release it has, or brings
+	// back one it dropped.
+	toggleChance = 0.15
+	// approveWithin bounds the random delay before the test approves a rollout's Remove steps.
+	approveWithin = 2500 * time.Millisecond
+	approveEvery  = 200 * time.Millisecond
 )
 
 // release is one component of the chaos bundle.
@@ -38,9 +58,13 @@ type release struct {
 	namespace string
 	deps      []string
 	gate      bool
+	// optional releases come and go: bundles drop them (a Remove step, approved by the test) and
+	// bring them back (an Install of a namesake). Nothing depends on them.
+	optional bool
 }
 
-// releases is a 12-release DAG with two readiness gates, one above the other.
+// releases is a 14-release DAG with two readiness gates, one above the other, and three
+// optional leaves.
 var releases = []release{
 	{name: "base-a", namespace: "chaos-base"},
 	{name: "base-b", namespace: "chaos-base"},
@@ -53,7 +77,9 @@ var releases = []release{
 	{name: "top-i", namespace: "chaos-top", deps: []string{"mid-f", "gate-g"}},
 	{name: "top-j", namespace: "chaos-top", deps: []string{"mid-e"}},
 	{name: "gate-k", namespace: "chaos-top", deps: []string{"top-h", "top-i"}, gate: true},
-	{name: "leaf-l", namespace: "chaos-leaf", deps: []string{"gate-k", "top-j"}},
+	{name: "leaf-l", namespace: "chaos-leaf", deps: []string{"gate-k", "top-j"}, optional: true},
+	{name: "leaf-m", namespace: "chaos-leaf", deps: []string{"base-b"}, optional: true},
+	{name: "leaf-n", namespace: "chaos-leaf", deps: []string{"gate-g"}, optional: true},
 }
 
 func namespaces() []string {
@@ -66,29 +92,88 @@ func namespaces() []string {
 	return out
 }
 
-// bundle renders the chaos bundle with each release's values {"v": n}.
-func bundle(version int, values map[string]int) ([]byte, error) {
-	cs := make([]stack.ExampleComponent, 0, len(releases))
-	digests := map[string]string{}
-	for _, r := range releases {
-		cs = append(cs, stack.ExampleComponent{Name: r.name, Dir: "charts", Namespace: r.namespace, DependsOn: r.deps,
-			ReadinessGate: r.gate, Values: map[string]any{"v": values[r.name]}})
-		digests[r.name] = stack.FakeDigest(r.name)
-	}
-	return stack.BundleYAML("chaos", fmt.Sprintf("1.0.%d", version), cs, digests)
+// state is one bundle version: the releases it holds, with their values {"v": n}.
+type state struct {
+	version int
+	values  map[string]int
 }
 
-// expectedActions is the step each release gets when changed releases are upgraded: Upgrade for
-// those, Apply for a gate above one of them, none for the rest.
-func expectedActions(changed []string, install bool) map[string]v1alpha1.StepAction {
+// initial holds every release at v=1.
+func initial() state {
+	st := state{values: map[string]int{}}
+	for _, r := range releases {
+		st.values[r.name] = 1
+	}
+	return st
+}
+
+// next drops or brings back optional releases and changes the values of 1-3 others. Values
+// only grow, so no two versions render the same plan.
+func (st state) next(rnd *rand.Rand) (state, string) {
+	out := state{version: st.version + 1, values: maps.Clone(st.values)}
+	var changes, kept []string
+	for _, r := range releases {
+		_, present := out.values[r.name]
+		toggle := r.optional && rnd.Float64() < toggleChance
+		switch {
+		case toggle && present:
+			delete(out.values, r.name)
+			changes = append(changes, "-"+r.name)
+		case toggle:
+			out.values[r.name] = out.version + 1 // above any value it had before
+			changes = append(changes, "+"+r.name)
+		case present:
+			kept = append(kept, r.name)
+		}
+	}
+	rnd.Shuffle(len(kept), func(a, b int) { kept[a], kept[b] = kept[b], kept[a] })
+	for _, name := range kept[:min(len(kept), 1+rnd.IntN(3))] {
+		out.values[name]++
+		changes = append(changes, fmt.Sprintf("%s=%d", name, out.values[name]))
+	}
+	sort.Strings(changes)
+	return out, strings.Join(changes, ",")
+}
+
+// bundle renders the chaos bundle of st.
+func bundle(st state) ([]byte, error) {
+	var cs []stack.ExampleComponent
+	digests := map[string]string{}
+	for _, r := range releases {
+		v, ok := st.values[r.name]
+		if !ok {
+			continue
+		}
+		cs = append(cs, stack.ExampleComponent{Name: r.name, Dir: "charts", Namespace: r.namespace, DependsOn: r.deps,
+			ReadinessGate: r.gate, Values: map[string]any{"v": v}})
+		digests[r.name] = stack.FakeDigest(r.name)
+	}
+	return stack.BundleYAML("chaos", bundleVersion(st.version), cs, digests)
+}
+
+func bundleVersion(v int) string { return fmt.Sprintf("1.0.%d", v) }
+
+// expectedActions is the step each release gets moving from one state to another: Install,
+// Remove, Upgrade for changed values, Apply for a gate above a changed release, none for the rest.
+func expectedActions(from, to state) map[string]v1alpha1.StepAction {
 	out := map[string]v1alpha1.StepAction{}
 	for _, r := range releases {
+		f, inFrom := from.values[r.name]
+		v, inTo := to.values[r.name]
 		switch {
-		case install:
+		case inTo && !inFrom:
 			out[r.name] = v1alpha1.ActionInstall
-		case slices.Contains(changed, r.name):
+		case inFrom && !inTo:
+			out[r.name] = v1alpha1.ActionRemove
+		case inTo && f != v:
 			out[r.name] = v1alpha1.ActionUpgrade
-		case r.gate && slices.ContainsFunc(transitiveDeps(r.name), func(d string) bool { return slices.Contains(changed, d) }):
+		}
+	}
+	for _, r := range releases {
+		if _, ok := to.values[r.name]; !ok || !r.gate || out[r.name] != "" {
+			continue
+		}
+		if slices.ContainsFunc(transitiveDeps(r.name), func(d string) bool { return out[d] != "" }) {
 			out[r.name] = v1alpha1.ActionApply
 		}
 	}
@@ -115,156 +200,260 @@ func transitiveDeps(name string) []string {
 	return out
 }
 
-// Rollouts of a 12-release bundle complete while a random binary, the NATS server or the
-// kube-apiserver is SIGKILLed and started again at random moments:
-//   - every rollout ends Succeeded with every step Succeeded (no command is lost) and exactly
-//     the steps the change calls for;
-//   - every Application carries the values of the last bundle and the step that wrote them;
-//   - no step's Application was written with two different specs, no Application went back to
-//     a step it had left, and none was deleted (every write is audited from etcd's watch).
-func TestRolloutsCompleteWhileProcessesAreKilled(t *testing.T) {
+// Rollouts of a 14-release bundle complete while the fault model of faults_test.go runs: processes
+// SIGKILLed and paused (two replicas or candidates of every binary), etcd, the kube-apiserver,
+// NATS nodes and the fake Argo CD controller killed, a NATS node partitioned, two faults at once.
+// Bundles change values, drop and bring back releases (Remove steps the test approves at random
+// moments), and sometimes change again while a rollout starts (supersede). The run fails on:
+//   - a rollout that does not end Succeeded with exactly the steps its change calls for, or an
+//     Application not holding the last bundle's values (or not gone when the bundle dropped it);
+//   - any rollout ending otherwise than Succeeded, or Superseded before it started a step;
+//   - the etcd audit (audit_test.go): two specs under one step, an Application going back to a step
+//     it left, a deletion no approved Remove step made, a Remove deleting a recreated namesake;
+//   - a leader-elected process writing while another held its Lease (kubeaudit_test.go);
+//   - a started step without any result once the command queue drained: a lost command;
+//   - a process exit no fault explains, and any panic, data race or dropped message in any log;
+//   - fewer than -chaos.min-faults faults of a kind.
+func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	s := stacktest.Need(t)
+	ctx := t.Context()
 	seed := *flagSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	t.Logf("seed %d: rerun the same bundle changes and fault choices with -chaos.seed=%d (fault timing follows the clock)", seed, seed)
+	t.Logf("seed %d: rerun the same bundle changes, approvals and fault choices with -chaos.seed=%d (their timing follows the clock)", seed, seed)
 	bundleRand := rand.New(rand.NewPCG(uint64(seed), 1))
+	admin := adminUsername(t, s)
 
 	auditCtx, stopAudit := context.WithCancel(context.Background())
 	defer stopAudit()
-	audit, err := startAuditor(auditCtx, s.Env.EtcdURL)
+	auditStart := time.Now()
+	audit, err := startAuditor(auditCtx, s.Env.EtcdURL, admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := newEngine(s)
-	if err != nil {
+	eng := &engineRunner{s: s}
+	if err := eng.start(); err != nil {
 		t.Fatal(err)
 	}
-	engCtx, stopEngine := context.WithCancel(context.Background())
-	engDone := make(chan struct{})
-	go func() { defer close(engDone); eng.run(engCtx) }()
-	defer func() { stopEngine(); <-engDone }()
-
-	monkey := &monkey{s: s, rand: rand.New(rand.NewPCG(uint64(seed), 2)), log: t.Logf, counts: map[string]int{}}
-	monkeyCtx, stopMonkey := context.WithCancel(context.Background())
-	monkeyDone := make(chan error, 1)
-	go func() { monkeyDone <- monkey.run(monkeyCtx) }()
+	defer eng.stop()
+	m := newMonkey(s, seed, eng, t.Logf)
+	supCtx, stopSupervisor := context.WithCancel(context.Background())
+	supDone := make(chan struct{})
+	go func() { defer close(supDone); m.supervise(supCtx) }()
+	defer func() { stopSupervisor(); <-supDone }()
+	ap := &approver{s: s, admin: admin, rand: rand.New(rand.NewPCG(uint64(seed), 3)), scheduled: map[string]time.Time{}}
+	apCtx, stopApprover := context.WithCancel(context.Background())
+	apDone := make(chan struct{})
+	go func() { defer close(apDone); ap.run(apCtx) }()
+	defer func() { stopApprover(); <-apDone }()
+	faultCtx, stopFaults := context.WithCancel(context.Background())
+	faultsDone := make(chan struct{})
+	go func() { defer close(faultsDone); m.run(faultCtx) }()
 	stopped := false
 	stop := func() {
 		if !stopped {
 			stopped = true
-			stopMonkey()
-			if err := <-monkeyDone; err != nil {
-				t.Errorf("fault injection: %v", err)
-			}
+			stopFaults()
+			<-faultsDone
 		}
 	}
 	defer stop()
 
-	ctx := t.Context()
-	values := map[string]int{}
-	for _, r := range releases {
-		values[r.name] = 1
-	}
+	d := &driver{t: t, s: s, states: map[int]state{}, versions: map[string]int{}}
+	begin := time.Now()
+	st := initial()
+	d.states[0] = st
 	spec := stack.DefaultRuntimeSpec()
 	spec.Rollout.Parallelism = 3
-	begin := time.Now()
-	apply(t, s, 0, values)
+	d.start()
+	d.apply(st)
 	retry(t, "apply the ClusterRuntime", func(ctx context.Context) error { return s.ApplyRuntime(ctx, spec) })
-	rt := waitRolledOut(t, s, "", 0)
-	checkRollout(t, s, rt, values, expectedActions(nil, true))
+	rt := d.waitRolledOut(st.version)
+	d.check(rt, st)
 	t.Logf("rollout 0 (install of %d releases) done in %s", len(releases), time.Since(begin).Round(time.Millisecond))
 
-	for i := 1; i <= *flagRollouts; i++ {
-		names := make([]string, 0, len(releases))
-		for _, r := range releases {
-			names = append(names, r.name)
-		}
-		bundleRand.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
-		changed := names[:1+bundleRand.IntN(4)]
-		sort.Strings(changed)
-		for _, c := range changed {
-			values[c]++
-		}
-		start := time.Now()
-		apply(t, s, i, values)
-		rt = waitRolledOut(t, s, rt.Status.ActivePlan, i)
-		n := checkRollout(t, s, rt, values, expectedActions(changed, false))
-		t.Logf("rollout %d (%s: %d steps) done in %s; faults so far: %s", i, strings.Join(changed, ","), n, time.Since(start).Round(time.Millisecond), monkey.summary())
-		if t.Failed() {
+	for i := 1; ; i++ {
+		enough := i > *flagRollouts && len(m.below(*flagMinFaults)) == 0
+		late := *flagDuration > 0 && time.Since(begin) > *flagDuration
+		if enough || late || t.Failed() {
 			break
 		}
+		var changes string
+		st, changes = st.next(bundleRand)
+		d.states[st.version] = st
+		d.start()
+		d.apply(st)
+		if bundleRand.Float64() < supersedeChance {
+			pause(ctx, time.Duration(bundleRand.Int64N(int64(supersedeWithin))))
+			var more string
+			st, more = st.next(bundleRand)
+			d.states[st.version] = st
+			d.apply(st)
+			changes += " then " + more
+		}
+		rt = d.waitRolledOut(st.version)
+		n := d.check(rt, st)
+		t.Logf("rollout %d (bundle %s: %s; %d steps) done in %s; %s so far", i, bundleVersion(st.version), changes, n, d.last().Round(time.Millisecond), m.short())
 	}
+	rollouts := len(d.windows)
 	stop()
-	t.Logf("%d rollouts in %s; faults: %s", *flagRollouts+1, time.Since(begin).Round(time.Second), monkey.summary())
-	if _, err := s.WaitCondition(ctx, rolloutTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
+	stopApprover()
+	<-apDone
+	t.Logf("%d rollouts in %s", rollouts, time.Since(begin).Round(time.Second))
+	if rollouts <= *flagRollouts {
+		t.Errorf("%d rollouts ran, want %d (-chaos.rollouts) within -chaos.duration %s", rollouts-1, *flagRollouts, *flagDuration)
+	}
+	if below := m.below(*flagMinFaults); len(below) > 0 {
+		t.Errorf("fault kinds injected fewer than %d times (-chaos.min-faults): %s", *flagMinFaults, strings.Join(below, ", "))
+	}
+
+	// The stack settles once the faults end: every process up, the last plan rolled out.
+	if _, err := s.WaitCondition(ctx, settleTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Errorf("after the faults: %v", err)
 	}
-	stopEngine()
-	<-engDone
-	stopAudit()
-	<-audit.done
-	violations, summary := audit.report()
-	t.Logf("audit: %s; fake Argo CD: %d status writes, %d lists", summary, eng.writes, eng.relists)
+	all := d.checkAllRollouts()
+	violations, read, err := commandsAnswered(ctx, s, all)
+	if err != nil {
+		t.Errorf("command audit: %v", err)
+	} else {
+		t.Logf("command audit: %d results read; every step %d rollouts started was answered, but %d", read, len(all), len(violations))
+	}
 	for _, v := range violations {
 		t.Error(v)
 	}
-}
+	stopSupervisor()
+	<-supDone
+	eng.stop()
+	stopAudit()
+	<-audit.done
 
-// apply writes bundle version i, retrying while the apiserver or admission is down.
-func apply(t *testing.T, s *stack.Stack, i int, values map[string]int) {
-	t.Helper()
-	b, err := bundle(i, values)
+	m.report(t.Logf, audit.progressEvents(), d.windows)
+	for _, v := range m.violations {
+		t.Error(v)
+	}
+	etcdViolations, summary := audit.report()
+	t.Logf("etcd audit: %s", summary)
+	for _, v := range etcdViolations {
+		t.Error(v)
+	}
+	leaseViolations, checked, panics, err := leaseWrites(s.AuditLog(), auditStart, audit.leaseHistory)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("kube-apiserver audit: %v", err)
 	}
-	retry(t, fmt.Sprintf("apply bundle %d", i), func(ctx context.Context) error { return s.ApplyBundle(ctx, b) })
+	t.Logf("kube-apiserver audit: %d writes of leader-elected processes, each while it held its lease", checked-len(leaseViolations))
+	for _, v := range append(leaseViolations, panics...) {
+		t.Error(v)
+	}
+	findings, lines, logs, err := scanLogs(s.Dir + "/logs")
+	if err != nil {
+		t.Errorf("log scan: %v", err)
+	}
+	t.Logf("log scan: %d lines of %d processes' logs, %d findings; approvals given: %d; fake Argo CD: %d status writes, %d lists, %d starts",
+		lines, logs, len(findings), ap.count(), eng.writes, eng.relists, eng.starts)
+	for _, f := range findings {
+		t.Error(f)
+	}
 }
 
-func retry(t *testing.T, what string, f func(context.Context) error) {
-	t.Helper()
-	if err := testenv.WaitFor(t.Context(), writeTimeout, what, func(ctx context.Context) (bool, error) {
-		err := f(ctx)
-		return err == nil, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+// driver applies bundles and checks each rollout.
+type driver struct {
+	t        *testing.T
+	s        *stack.Stack
+	states   map[int]state
+	versions map[string]int // plan digest -> bundle version
+	windows  [][2]time.Time // when each rollout was in flight
 }
 
-// waitRolledOut waits for Ready=True/RolledOut at a plan other than prev.
-func waitRolledOut(t *testing.T, s *stack.Stack, prev string, i int) *v1alpha1.ClusterRuntime {
-	t.Helper()
+func (d *driver) start() { d.windows = append(d.windows, [2]time.Time{time.Now()}) }
+
+func (d *driver) last() time.Duration {
+	w := d.windows[len(d.windows)-1]
+	return w[1].Sub(w[0])
+}
+
+// apply writes bundle st, retrying while the apiserver or admission is down.
+func (d *driver) apply(st state) {
+	d.t.Helper()
+	b, err := bundle(st)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	retry(d.t, "apply bundle "+bundleVersion(st.version), func(ctx context.Context) error { return d.s.ApplyBundle(ctx, b) })
+}
+
+// version returns the bundle version of a plan, read from its ConfigMap (-1 for no plan).
+func (d *driver) version(ctx context.Context, digest string) (int, error) {
+	if digest == "" {
+		return -1, nil
+	}
+	if v, ok := d.versions[digest]; ok {
+		return v, nil
+	}
+	cm, err := d.s.Kube.CoreV1().ConfigMaps(stack.OperatorNamespace).Get(ctx, plan.ConfigMapName(digest), metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	p, err := plan.FromConfigMap(cm)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(strings.TrimPrefix(p.Bundle.Version, "1.0."))
+	if err != nil {
+		return 0, fmt.Errorf("plan %s: bundle version %q: %w", digest, p.Bundle.Version, err)
+	}
+	d.versions[digest] = v
+	return v, nil
+}
+
+// waitRolledOut waits for Ready=True/RolledOut at the plan of bundle version want.
+func (d *driver) waitRolledOut(want int) *v1alpha1.ClusterRuntime {
+	d.t.Helper()
 	var last *v1alpha1.ClusterRuntime
-	err := testenv.WaitFor(t.Context(), rolloutTimeout, fmt.Sprintf("rollout %d rolled out", i), func(ctx context.Context) (bool, error) {
-		rt, err := s.Runtime(ctx)
+	err := testenv.WaitFor(d.t.Context(), rolloutTimeout, "bundle "+bundleVersion(want)+" rolled out", func(ctx context.Context) (bool, error) {
+		rt, err := d.s.Runtime(ctx)
 		if err != nil {
-			return false, err
+			return false, nil // the apiserver is down: a fault
 		}
 		last = rt
 		c := meta.FindStatusCondition(rt.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRolledOut && c.ObservedGeneration == rt.Generation &&
-			rt.Status.ActivePlan != prev && rt.Status.ActivePlan == rt.Status.DesiredPlan, nil
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonRolledOut || c.ObservedGeneration != rt.Generation ||
+			rt.Status.ActivePlan == "" || rt.Status.ActivePlan != rt.Status.DesiredPlan {
+			return false, nil
+		}
+		v, err := d.version(ctx, rt.Status.ActivePlan)
+		return err == nil && v == want, nil
 	})
+	d.windows[len(d.windows)-1][1] = time.Now()
 	if err != nil {
 		if last != nil {
-			t.Fatalf("%v (runtime: %s; rollout %s at %s)", err, stack.Blocker(last), last.Status.Rollout, last.Status.Progress)
+			d.t.Fatalf("%v (runtime: %s; rollout %s at %s)", err, stack.Blocker(last), last.Status.Rollout, last.Status.Progress)
 		}
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
 	return last
 }
 
-// checkRollout checks that the runtime's rollout succeeded with exactly the expected steps, all
-// Succeeded, and that every Application holds its release's values, written by its step.
-// It returns the number of steps.
-func checkRollout(t *testing.T, s *stack.Stack, rt *v1alpha1.ClusterRuntime, values map[string]int, want map[string]v1alpha1.StepAction) int {
+// check checks that the runtime's rollout succeeded with exactly the steps its move calls for,
+// all Succeeded, and that every release of to has its Application with to's values, written by
+// its step, and every other release none. It returns the number of steps.
+func (d *driver) check(rt *v1alpha1.ClusterRuntime, to state) int {
+	t := d.t
 	t.Helper()
 	var ro *v1alpha1.RuntimeRollout
 	retry(t, "read rollout "+rt.Status.Rollout, func(ctx context.Context) (err error) {
-		ro, err = s.Rollout(ctx, rt.Status.Rollout)
+		ro, err = d.s.Rollout(ctx, rt.Status.Rollout)
 		return err
 	})
+	var fromVersion int
+	retry(t, "read the plan of rollout "+ro.Name, func(ctx context.Context) (err error) {
+		fromVersion, err = d.version(ctx, ro.Spec.FromDigest)
+		return err
+	})
+	from := state{version: -1}
+	if fromVersion >= 0 {
+		from = d.states[fromVersion]
+	}
 	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
 	}
@@ -277,119 +466,143 @@ func checkRollout(t *testing.T, s *stack.Stack, rt *v1alpha1.ClusterRuntime, val
 			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
 		}
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("rollout %s: steps %v, want %v", ro.Name, got, want)
+	if want := expectedActions(from, to); !maps.Equal(got, want) {
+		t.Errorf("rollout %s (bundle %s to %s): steps %v, want %v", ro.Name, bundleVersion(from.version), bundleVersion(to.version), got, want)
 	}
 	for _, r := range releases {
 		var app *unstructured.Unstructured
 		retry(t, "read application "+r.name, func(ctx context.Context) (err error) {
-			app, err = s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(ctx, r.name, metav1.GetOptions{})
+			app, err = d.s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(ctx, r.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				app, err = nil, nil
+			}
 			return err
 		})
-		v, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "source", "helm", "valuesObject", "v")
-		if fmt.Sprint(v) != fmt.Sprint(values[r.name]) {
-			t.Errorf("Application %s: values v=%v, want %d", r.name, v, values[r.name])
-		}
-		if id, ok := stepOf[r.name]; ok && app.GetAnnotations()[v1alpha1.AnnotationStep] != id {
-			t.Errorf("Application %s: step %q, want %q", r.name, app.GetAnnotations()[v1alpha1.AnnotationStep], id)
+		want, present := to.values[r.name]
+		switch {
+		case !present && app != nil:
+			t.Errorf("Application %s exists (step %s), but bundle %s dropped the release", r.name, app.GetAnnotations()[v1alpha1.AnnotationStep], bundleVersion(to.version))
+		case !present:
+		case app == nil:
+			t.Errorf("Application %s is missing", r.name)
+		default:
+			v, _, _ := unstructured.NestedFieldNoCopy(app.Object, "spec", "source", "helm", "valuesObject", "v")
+			if fmt.Sprint(v) != fmt.Sprint(want) {
+				t.Errorf("Application %s: values v=%v, want %d", r.name, v, want)
+			}
+			if id, ok := stepOf[r.name]; ok && app.GetAnnotations()[v1alpha1.AnnotationStep] != id {
+				t.Errorf("Application %s: step %q, want %q", r.name, app.GetAnnotations()[v1alpha1.AnnotationStep], id)
+			}
 		}
 	}
 	return len(ro.Status.Steps)
 }
 
-// monkey SIGKILLs one process at a time at random moments and starts it again after a random
-// pause; between faults it plays the kubelet, restarting a binary that exited by itself (a
-// leader that lost its lease while the apiserver was down exits by design).
-type monkey struct {
-	s    *stack.Stack
-	rand *rand.Rand
-	log  func(string, ...any)
-
-	mu      sync.Mutex
-	counts  map[string]int
-	crashes int
+// checkAllRollouts checks that every rollout of the run ended Succeeded, or Superseded before
+// it started a step, and returns them.
+func (d *driver) checkAllRollouts() []v1alpha1.RuntimeRollout {
+	var list *unstructured.UnstructuredList
+	retry(d.t, "list the rollouts", func(ctx context.Context) (err error) {
+		list, err = d.s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
+		return err
+	})
+	var out []v1alpha1.RuntimeRollout
+	for _, u := range list.Items {
+		var ro v1alpha1.RuntimeRollout
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+			d.t.Fatalf("decode rollout %s: %v", u.GetName(), err)
+		}
+		out = append(out, ro)
+		switch ro.Status.Phase {
+		case v1alpha1.PhaseSucceeded:
+		case v1alpha1.PhaseSuperseded:
+			for _, st := range ro.Status.Steps {
+				if st.StartedAt != nil {
+					d.t.Errorf("rollout %s was superseded after its step %d (%s %s) started", ro.Name, st.Index, st.Action, st.Release)
+				}
+			}
+		default:
+			d.t.Errorf("rollout %s ended %s (%s): %s", ro.Name, ro.Status.Phase, ro.Status.Outcome, ro.Status.Message)
+		}
+	}
+	return out
 }
 
-const apiServer = "kube-apiserver"
-
-var targets = append(slices.Clone(stack.Binaries), stack.NATSServer, apiServer)
-
-func (m *monkey) run(ctx context.Context) error {
-	for {
-		if err := m.restartCrashed(); err != nil {
-			return err
-		}
-		pause(ctx, time.Duration(100+m.rand.IntN(1400))*time.Millisecond)
-		if ctx.Err() != nil {
-			return m.restartCrashed()
-		}
-		target := targets[m.rand.IntN(len(targets))]
-		down := time.Duration(m.rand.IntN(1000)) * time.Millisecond
-		if err := m.kill(ctx, target); err != nil {
-			return err
-		}
-		m.mu.Lock()
-		m.counts[target]++
-		m.mu.Unlock()
-		pause(context.Background(), down)
-		if err := m.start(target); err != nil {
-			return err
-		}
+func retry(t *testing.T, what string, f func(context.Context) error) {
+	t.Helper()
+	if err := testenv.WaitFor(t.Context(), writeTimeout, what, func(ctx context.Context) (bool, error) {
+		err := f(ctx)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func (m *monkey) kill(ctx context.Context, target string) error {
-	switch target {
-	case apiServer:
-		return m.s.KillAPIServer(ctx)
-	case stack.NATSServer:
-		return m.s.KillNATS()
-	default:
-		return m.s.StopBinary(target, true)
-	}
-}
-
-func (m *monkey) start(target string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
-	defer cancel()
-	var err error
-	switch target {
-	case apiServer:
-		err = m.s.StartAPIServer(ctx)
-	case stack.NATSServer:
-		err = m.s.StartNATS(ctx)
-	default:
-		err = m.s.StartBinary(ctx, target)
-	}
+// adminUsername is the username the environment's admin kubeconfig authenticates as: the person
+// who approves.
+func adminUsername(t *testing.T, s *stack.Stack) string {
+	t.Helper()
+	r, err := s.Kube.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("restart %s: %w", target, err)
+		t.Fatalf("who am I: %v", err)
 	}
-	return nil
+	return r.Status.UserInfo.Username
 }
 
-func (m *monkey) restartCrashed() error {
-	for _, b := range append(slices.Clone(stack.Binaries), stack.NATSServer) {
-		if !m.s.Crashed(b) {
+// approver plays the person: it approves every rollout with Remove steps after a random delay
+// (0 to approveWithin from when it first sees it), whatever the rollout is doing then.
+type approver struct {
+	s     *stack.Stack
+	admin string
+	rand  *rand.Rand
+
+	mu        sync.Mutex
+	scheduled map[string]time.Time
+	approved  []string
+}
+
+func (a *approver) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		a.once(ctx)
+		pause(ctx, approveEvery)
+	}
+}
+
+func (a *approver) once(ctx context.Context) {
+	list, err := a.s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return // the apiserver is down: next time
+	}
+	for _, u := range list.Items {
+		var ro v1alpha1.RuntimeRollout
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil || ro.Spec.Approval != nil || ro.Status.Outcome != "" {
 			continue
 		}
-		m.log("%s exited by itself; starting it again (see its log)", b)
-		m.mu.Lock()
-		m.crashes++
-		m.mu.Unlock()
-		_ = m.s.StopBinary(b, true)
-		if err := m.start(b); err != nil {
-			return err
+		if !slices.ContainsFunc(ro.Status.Steps, func(st v1alpha1.Step) bool { return st.Action == v1alpha1.ActionRemove }) {
+			continue
+		}
+		a.mu.Lock()
+		due, ok := a.scheduled[ro.Name]
+		if !ok {
+			due = time.Now().Add(time.Duration(a.rand.Int64N(int64(approveWithin))))
+			a.scheduled[ro.Name] = due
+		}
+		a.mu.Unlock()
+		if time.Now().Before(due) {
+			continue
+		}
+		patch := fmt.Sprintf(`{"spec":{"approval":{"approvedBy":%q,"reason":"chaos: Remove steps approved at a random moment","approvedAt":%q}}}`,
+			a.admin, time.Now().UTC().Format(time.RFC3339))
+		if _, err := a.s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Patch(ctx, ro.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+			a.mu.Lock()
+			a.approved = append(a.approved, ro.Name)
+			a.mu.Unlock()
 		}
 	}
-	return nil
 }
 
-func (m *monkey) summary() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	parts := []string{}
-	for _, t := range targets {
-		parts = append(parts, fmt.Sprintf("%s %d", t, m.counts[t]))
-	}
-	return fmt.Sprintf("%s; %d exited by themselves", strings.Join(parts, ", "), m.crashes)
+func (a *approver) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.approved)
 }

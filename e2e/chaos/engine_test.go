@@ -1,4 +1,4 @@
-//go:build chaos
+//go:build chaos || e2e
 
 package chaos
 
@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -123,9 +124,13 @@ func (e *engine) run(ctx context.Context) {
 	}
 }
 
-// reconcile writes the status Argo CD would show for u, if it differs.
+// reconcile writes the status Argo CD would show for u, if it differs; for an Application being
+// deleted it plays the resources finalizer: the release's resources are gone at once.
 func (e *engine) reconcile(ctx context.Context, u *unstructured.Unstructured) {
 	patch := desiredPatch(u, time.Now().UTC())
+	if u.GetDeletionTimestamp() != nil {
+		patch = finalizerPatch(u)
+	}
 	if patch == nil {
 		delete(e.retry, u.GetName())
 		return
@@ -220,6 +225,20 @@ func desiredPatch(u *unstructured.Unstructured, now time.Time) []map[string]any 
 		patch = append(patch, map[string]any{"op": "remove", "path": "/metadata/annotations/" + strings.ReplaceAll(v1alpha1.AnnotationArgoRefresh, "/", "~1")})
 	}
 	return patch
+}
+
+// finalizerPatch removes Argo CD's resources finalizer from an Application being deleted, as
+// the application controller does once it deleted the release's resources; nil when there is
+// none to remove.
+func finalizerPatch(u *unstructured.Unstructured) []map[string]any {
+	i := slices.Index(u.GetFinalizers(), v1alpha1.ArgoResourcesFinalizer)
+	if i < 0 {
+		return nil
+	}
+	return []map[string]any{
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": u.GetResourceVersion()},
+		{"op": "remove", "path": fmt.Sprintf("/metadata/finalizers/%d", i)},
+	}
 }
 
 func pause(ctx context.Context, d time.Duration) {

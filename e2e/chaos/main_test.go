@@ -1,28 +1,57 @@
-//go:build chaos
+//go:build chaos || e2e
 
 package chaos
 
 import (
 	"flag"
 	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 )
 
 var (
-	flagRollouts = flag.Int("chaos.rollouts", 20, "upgrade rollouts to run under faults (after the first install)")
-	flagSeed     = flag.Int64("chaos.seed", 0, "seed of the bundle changes and the fault schedule (0: from the clock; the test logs it)")
+	flagRollouts  = flag.Int("chaos.rollouts", defaultRollouts, "rollouts to run under faults after the first install (more run while a fault kind is below -chaos.min-faults)")
+	flagSeed      = flag.Int64("chaos.seed", 1, "seed of the bundle changes, approvals and the fault schedule (0: from the clock; the test logs it)")
+	flagDuration  = flag.Duration("chaos.duration", defaultDuration, "start no rollout after this long (0: no limit); the run fails if -chaos.rollouts or -chaos.min-faults was not reached by then")
+	flagMinFaults = flag.Int("chaos.min-faults", 1, "fail unless every fault kind was injected at least this often")
+	flagNATSNodes = flag.Int("chaos.nats-nodes", 3, "nats-server processes: 1, or 3 for a JetStream cluster with streams at replication 3")
 )
 
-// leaseFlags make a SIGKILLed leader's successor take over within seconds.
-var leaseFlags = []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+// Leader election of the chaos stack: a candidate takes over within seconds of a leader's
+// death or pause (the chart's defaults are 15 s / 10 s / 2 s).
+const (
+	leaseDuration = 6 * time.Second
+	renewDeadline = 4 * time.Second
+	retryPeriod   = time.Second
+)
+
+var leaseFlags = []string{"--leader-elect-lease-duration=" + leaseDuration.String(),
+	"--leader-elect-renew-deadline=" + renewDeadline.String(), "--leader-elect-retry-period=" + retryPeriod.String()}
+
+// stackTest is the test that needs the stack; the others are unit tests of the audits and the
+// fake Argo CD.
+const stackTest = "TestRolloutsCompleteUnderFaults"
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if run := flag.Lookup("test.run").Value.String(); run != "" {
+		if ok, err := regexp.MatchString(strings.Split(run, "/")[0], stackTest); err == nil && !ok {
+			os.Exit(m.Run()) // -run selects unit tests only: no stack
+		}
+	}
 	os.Exit(stacktest.Main(m, stack.Options{
-		Chaos: &stack.ChaosOptions{Namespaces: namespaces()},
+		Chaos: &stack.ChaosOptions{
+			Namespaces: namespaces(),
+			Replicas:   map[string]int{"applier": 2, "admission": 2, "planner": 2, "readiness": 2, "credrefresher": 2},
+			NATSNodes:  *flagNATSNodes,
+			Audit:      true,
+		},
 		ExtraFlags: map[string][]string{
 			"planner": leaseFlags, "credrefresher": leaseFlags,
 			// drift checks on: a write of the fake Argo CD that took a field from the operator

@@ -383,6 +383,7 @@ func TestChartRBAC(t *testing.T) {
 			{"patch", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
 			{"delete", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
 			{"get", "", "configmaps", "", ops, "aicr-plan-x"},
+			{"get", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
 		},
 		"readiness": {
 			{"list", "argoproj.io", "applications", "", engineNamespace, ""},
@@ -415,6 +416,7 @@ func TestChartRBAC(t *testing.T) {
 			{"update", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
 			{"patch", "argoproj.io", "applications", "", "default", "x"},
 			{"update", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
+			{"list", "operator.aicr.run", "runtimerollouts", "", "", ""},
 			{"create", "", "configmaps", "", ops, ""},
 			{"get", "argoproj.io", "appprojects", "", engineNamespace, "aicr"},
 		},

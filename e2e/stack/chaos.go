@@ -1,13 +1,17 @@
 package stack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,39 +28,68 @@ import (
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
-// NATSServer is the name of the nats-server process of a chaos stack (its log is
-// <Dir>/logs/nats-server.log).
+// NATSServer is the name of the nats-server process of a chaos stack with one NATS node (its
+// log is <Dir>/logs/nats-server.log); the nodes of a cluster are nats-0, nats-1, nats-2.
 const NATSServer = "nats-server"
 
 // ChaosRepository is the registry repository of a chaos stack: no registry runs and nothing
 // dials it, so a test can pass it in Options.ExtraFlags before Up.
 const ChaosRepository = "registry.chaos.invalid/" + RepositoryPath
 
+// InstanceExtra is the user-info extra key that carries the process name (planner-0, ...) in
+// every request a chaos stack's binary makes: the binaries of one kind share a service account,
+// and the kube-apiserver's audit log (ChaosOptions.Audit) tells them apart by this key.
+const InstanceExtra = "chaos.aicr.run/instance"
+
 // Named timeouts of the chaos stack.
 const (
-	natsReadyTimeout      = 30 * time.Second
+	natsReadyTimeout      = time.Minute
 	apiServerKillTimeout  = 30 * time.Second
 	apiServerReadyTimeout = 2 * time.Minute
+	etcdReadyTimeout      = time.Minute
 )
 
 // ChaosOptions (Options.Chaos) shape a stack for fault injection: every process the operator
-// depends on can be SIGKILLed and started again.
+// depends on can be SIGKILLed (or paused) and started again.
 //
-//   - NATS runs as a nats-server process (tool nats-server of hack/tools.sh) on a fixed port with
-//     a JetStream store dir that survives restarts (KillNATS, StartNATS);
+//   - each binary runs Replicas[binary] processes (default 1), named <binary>-<i> (Instances):
+//     applier replicas share the command queue, admission replicas sit behind one webhook port
+//     (a Proxy, round robin with failover), leader-elected binaries run as candidates with
+//     --identity=<binary>-<i>;
+//   - NATS runs as nats-server processes (tool nats-server of hack/tools.sh) with JetStream store
+//     dirs that survive restarts: one node, or with NATSNodes 3 a cluster whose streams the
+//     binaries declare at replication 3, every client and route connection through a Proxy the
+//     test can cut (PartitionNATS);
 //   - no Argo CD processes and no registry: Argo CD's CRDs, the engine namespace and the AppProject
 //     only, so the test plays Argo CD itself; charts are never pulled, so a bundle may name any
 //     sha256 digest (FakeDigest);
-//   - the kube-apiserver can be killed and restarted on its port (KillAPIServer, StartAPIServer).
+//   - etcd and the kube-apiserver can be killed and restarted on their ports (KillEnv, StartEnv);
+//   - with Audit, the kube-apiserver writes an audit event of every write but Leases to its log.
 type ChaosOptions struct {
 	// NATSServerPath is the nats-server binary; when empty, nats-server in $AICR_TOOLS_BIN, else
 	// in hack/tools.sh's cache.
 	NATSServerPath string
 	// Namespaces are created for the bundle's components.
 	Namespaces []string
+	// Replicas is the number of processes of a binary (1 when absent).
+	Replicas map[string]int
+	// NATSNodes is 1 (the default) or 3.
+	NATSNodes int
+	// Audit turns on the kube-apiserver's audit log of writes (AuditLog).
+	Audit bool
 
-	natsArgs   []string // the nats-server command line, fixed at start
-	natsHealth string   // its JetStream health URL
+	nats      map[string]*natsNode
+	natsOrder []string
+	routes    map[[2]string]*Proxy // routes[{from, to}] carries from's route connections to to
+	webhook   *Proxy               // in front of the admission replicas
+	auditDir  string               // the audit policy (outside Dir: the apiserver reads it before Dir exists)
+}
+
+// natsNode is one nats-server process of a chaos stack.
+type natsNode struct {
+	args   []string // the command line, fixed at start
+	health string   // its health URL
+	client *Proxy   // clients connect through it (a cluster only)
 }
 
 // FakeDigest is a well-formed chart digest derived from s, for stacks that never pull charts.
@@ -74,6 +107,20 @@ func FakeDigest(s string) string {
 	return "sha256:" + string(b)
 }
 
+// auditPolicy records every write but the leader elections' Lease renewals, without bodies.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+- level: None
+  verbs: ["get", "list", "watch"]
+- level: Metadata
+`
+
 // upChaos is Up for Options.Chaos.
 func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 	natsBin, err := natsServerPath(o.Chaos.NATSServerPath)
@@ -82,9 +129,32 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 	}
 	chaos := *o.Chaos
 	o.Chaos = &chaos
+	switch chaos.NATSNodes {
+	case 0, 1:
+		chaos.NATSNodes = 1
+	case 3:
+	default:
+		return nil, fmt.Errorf("chaos stack: NATSNodes %d: use 1 or 3", chaos.NATSNodes)
+	}
 	start := time.Now()
-	env, err := testenv.Start(testenv.Options{Log: o.Log, SkipApplicationSetCRD: true})
+	envOpts := testenv.Options{Log: o.Log, SkipApplicationSetCRD: true}
+	if chaos.Audit {
+		if chaos.auditDir, err = os.MkdirTemp("", "aicr-chaos-audit-"); err != nil {
+			return nil, fmt.Errorf("chaos stack: %w", err)
+		}
+		policy := filepath.Join(chaos.auditDir, "policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			os.RemoveAll(chaos.auditDir)
+			return nil, fmt.Errorf("chaos stack: write audit policy: %w", err)
+		}
+		// "-" is the apiserver's stdout, its log file: the events stay with the environment.
+		envOpts.APIServerArgs = []string{"--audit-policy-file=" + policy, "--audit-log-path=-", "--audit-log-format=json"}
+	}
+	env, err := testenv.Start(envOpts)
 	if err != nil {
+		if chaos.auditDir != "" {
+			os.RemoveAll(chaos.auditDir)
+		}
 		return nil, err
 	}
 	s, err = attach(env, o)
@@ -101,11 +171,24 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 	if err := s.prepareChaosCluster(ctx, o.Chaos.Namespaces); err != nil {
 		return s, err
 	}
-	if err := s.startNATSProcess(ctx, natsBin); err != nil {
+	if err := s.startNATSProcesses(ctx, natsBin); err != nil {
 		return s, err
 	}
 	if s.hookPort, err = testenv.FreePort(); err != nil {
 		return s, err
+	}
+	if n := len(s.Instances("admission")); n > 1 {
+		var backends []string
+		for range n {
+			p, err := testenv.FreePort()
+			if err != nil {
+				return s, err
+			}
+			backends = append(backends, "127.0.0.1:"+strconv.Itoa(p))
+		}
+		if chaos.webhook, err = NewProxy("127.0.0.1:"+strconv.Itoa(s.hookPort), backends...); err != nil {
+			return s, err
+		}
 	}
 	if err := s.startBinaries(ctx); err != nil {
 		return s, err
@@ -180,96 +263,287 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 	return s.createIdentities(ctx)
 }
 
-// startNATSProcess runs nats-server with JetStream on a port and store dir it keeps for the
-// life of the stack, so StartNATS after KillNATS finds the streams and their messages again.
-func (s *Stack) startNATSProcess(ctx context.Context, bin string) error {
-	ports, err := testenv.FreePorts(2)
-	if err != nil {
-		return err
+// NATSNodes lists the chaos stack's nats-server processes: NATSServer, or nats-0..nats-2.
+func (s *Stack) NATSNodes() []string {
+	if s.opts.Chaos == nil {
+		return nil
 	}
+	return slices.Clone(s.opts.Chaos.natsOrder)
+}
+
+// startNATSProcesses runs nats-server with JetStream on ports and store dirs it keeps for the
+// life of the stack, so StartNATS after KillNATS finds the streams and their messages again.
+func (s *Stack) startNATSProcesses(ctx context.Context, bin string) error {
+	c := s.opts.Chaos
+	c.nats = map[string]*natsNode{}
+	var err error
 	if s.natsSetup, err = newNATSSetup(s.Dir); err != nil {
 		return err
 	}
-	cfg := s.natsSetup.config("127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1]), filepath.Join(s.Dir, "nats"))
-	cfg.ServerName = "aicr-chaos"
-	path, err := writeConfig(s.Dir, cfg)
-	if err != nil {
-		return err
-	}
-	s.NATSURL = "tls://127.0.0.1:" + strconv.Itoa(ports[0])
-	s.opts.Chaos.natsArgs = []string{bin, "--config", path}
-	s.opts.Chaos.natsHealth = fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", ports[1])
-	return s.StartNATS(ctx)
-}
-
-// StartNATS starts the chaos stack's nats-server (again) and waits until JetStream answers.
-func (s *Stack) StartNATS(ctx context.Context) error {
-	if s.opts.Chaos == nil || len(s.opts.Chaos.natsArgs) == 0 {
-		return errors.New("start nats-server: not a chaos stack (Options.Chaos)")
-	}
-	logPath := filepath.Join(s.Dir, "logs", NATSServer+".log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.opts.Chaos.natsArgs[0], s.opts.Chaos.natsArgs[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", NATSServer, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	s.mu.Lock()
-	s.procs[NATSServer], s.exits[NATSServer] = cmd, exited
-	s.mu.Unlock()
-	return testenv.WaitFor(ctx, natsReadyTimeout, NATSServer+" ready", func(ctx context.Context) (bool, error) {
-		select {
-		case <-exited:
-			return false, fmt.Errorf("%s exited: see %s", NATSServer, logPath)
-		default:
+	if c.NATSNodes == 1 {
+		ports, err := testenv.FreePorts(2)
+		if err != nil {
+			return err
 		}
-		return httpOK(ctx, s.opts.Chaos.natsHealth), nil
-	})
-}
-
-// KillNATS SIGKILLs the chaos stack's nats-server.
-func (s *Stack) KillNATS() error { return s.StopBinary(NATSServer, true) }
-
-// KillAPIServer SIGKILLs the kube-apiserver (etcd keeps the data) and waits until it is reaped.
-func (s *Stack) KillAPIServer(ctx context.Context) error {
-	pid := 0
-	for _, p := range s.Env.Processes() {
-		if p.Name == testenv.ProcAPIServer {
-			pid = p.PID
+		cfg := s.natsSetup.config("127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1]), filepath.Join(s.Dir, "nats"))
+		cfg.ServerName = "aicr-chaos"
+		path, err := writeConfig(s.Dir, cfg)
+		if err != nil {
+			return err
+		}
+		s.NATSURL = "tls://127.0.0.1:" + strconv.Itoa(ports[0])
+		c.natsOrder = []string{NATSServer}
+		c.nats[NATSServer] = &natsNode{
+			args:   []string{bin, "--config", path},
+			health: fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", ports[1]),
+		}
+		return s.StartNATS(ctx, NATSServer)
+	}
+	if err := s.configureNATSCluster(bin); err != nil {
+		return err
+	}
+	for _, name := range c.natsOrder {
+		if err := s.spawnNATS(name); err != nil {
+			return err
 		}
 	}
-	if pid == 0 {
-		return errors.New("kill kube-apiserver: not running")
-	}
-	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("kill kube-apiserver: %w", err)
+	// The nodes need each other for a JetStream quorum: wait for all of them once all run.
+	for _, name := range c.natsOrder {
+		if err := s.waitNATS(ctx, name); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// StartAPIServer starts the kube-apiserver killed by KillAPIServer on the same port and waits
-// until it is ready.
-func (s *Stack) StartAPIServer(ctx context.Context) error {
-	// The process is reaped by testenv's wait goroutine; until then StartProcess says it runs.
-	err := testenv.WaitFor(ctx, apiServerKillTimeout, "kube-apiserver reaped", func(ctx context.Context) (bool, error) {
-		err := s.Env.StartProcess(ctx, testenv.ProcAPIServer)
-		return err == nil, err
-	})
+// configureNATSCluster writes a config file per node: the stack's bus (TLS, the binaries'
+// identities; nats.go) with a cluster block. Each node listens for clients and routes on ports of
+// its own; clients reach node i only through its client Proxy, and node i reaches node j only
+// through the Proxy routes[{i, j}], so cutting the proxies of a node partitions it from its peers
+// and its clients. Nodes advertise neither their client URLs (no_advertise) nor a reachable route
+// URL (advertise names a port nothing listens on), so no connection learnt by gossip goes around
+// the proxies. The proxies pass TLS through: the certificate names 127.0.0.1.
+func (s *Stack) configureNATSCluster(bin string) error {
+	c := s.opts.Chaos
+	c.routes = map[[2]string]*Proxy{}
+	type ports struct{ client, route, http int }
+	names := []string{"nats-0", "nats-1", "nats-2"}
+	p := map[string]ports{}
+	for _, n := range names {
+		ps, err := testenv.FreePorts(3)
+		if err != nil {
+			return err
+		}
+		p[n] = ports{ps[0], ps[1], ps[2]}
+	}
+	unreachable, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}
-	// StartProcess waited for /readyz; the port must also accept connections from the clients.
-	return testenv.WaitFor(ctx, apiServerReadyTimeout, "kube-apiserver answers", func(ctx context.Context) (bool, error) {
+	var urls []string
+	for _, n := range names {
+		client, err := NewProxy("127.0.0.1:0", "127.0.0.1:"+strconv.Itoa(p[n].client))
+		if err != nil {
+			return err
+		}
+		urls = append(urls, "tls://"+client.Addr())
+		c.nats[n] = &natsNode{client: client, health: fmt.Sprintf("http://127.0.0.1:%d/healthz", p[n].http)}
+	}
+	for _, from := range names {
+		var routes []any
+		for _, to := range names {
+			if to == from {
+				continue
+			}
+			r, err := NewProxy("127.0.0.1:0", "127.0.0.1:"+strconv.Itoa(p[to].route))
+			if err != nil {
+				return err
+			}
+			c.routes[[2]string{from, to}] = r
+			routes = append(routes, "nats-route://"+r.Addr())
+		}
+		cfg := s.natsSetup.config("127.0.0.1:"+strconv.Itoa(p[from].client), "127.0.0.1:"+strconv.Itoa(p[from].http), filepath.Join(s.Dir, from))
+		cfg.ServerName = from
+		var conf map[string]any
+		if err := json.Unmarshal(cfg.Render(), &conf); err != nil {
+			return fmt.Errorf("nats configuration of %s: %w", from, err)
+		}
+		conf["cluster"] = map[string]any{
+			"name":         "aicr-chaos",
+			"listen":       "127.0.0.1:" + strconv.Itoa(p[from].route),
+			"advertise":    "127.0.0.1:" + strconv.Itoa(unreachable),
+			"no_advertise": true,
+			"routes":       routes,
+		}
+		// nats-server reads JSON but not its \u escapes: keep '>' of the permissions as it is.
+		var raw bytes.Buffer
+		enc := json.NewEncoder(&raw)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(conf); err != nil {
+			return fmt.Errorf("nats configuration of %s: %w", from, err)
+		}
+		path := filepath.Join(s.Dir, from+".conf")
+		if err := os.WriteFile(path, raw.Bytes(), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		c.nats[from].args = []string{bin, "--config", path}
+	}
+	c.natsOrder = names
+	s.NATSURL = strings.Join(urls, ",")
+	return nil
+}
+
+// StartNATS starts a nats-server of the chaos stack (again) and waits until it is healthy.
+func (s *Stack) StartNATS(ctx context.Context, name string) error {
+	if err := s.spawnNATS(name); err != nil {
+		return err
+	}
+	return s.waitNATS(ctx, name)
+}
+
+func (s *Stack) spawnNATS(name string) error {
+	n, err := s.natsNode(name)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	return s.spawn(name, n.args, nil)
+}
+
+func (s *Stack) waitNATS(ctx context.Context, name string) error {
+	n, err := s.natsNode(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	exited := s.exits[name]
+	s.mu.Unlock()
+	return testenv.WaitFor(ctx, natsReadyTimeout, name+" ready", func(ctx context.Context) (bool, error) {
+		select {
+		case <-exited:
+			return false, fmt.Errorf("%s exited: see %s", name, s.LogPath(name))
+		default:
+		}
+		return httpOK(ctx, n.health), nil
+	})
+}
+
+func (s *Stack) natsNode(name string) (*natsNode, error) {
+	if s.opts.Chaos == nil || s.opts.Chaos.nats[name] == nil {
+		return nil, fmt.Errorf("%s is not a nats-server of a chaos stack (Options.Chaos)", name)
+	}
+	return s.opts.Chaos.nats[name], nil
+}
+
+// KillNATS SIGKILLs one nats-server of the chaos stack.
+func (s *Stack) KillNATS(name string) error {
+	if _, err := s.natsNode(name); err != nil {
+		return err
+	}
+	return s.StopBinary(name, true)
+}
+
+// PartitionNATS cuts a cluster node off from its peers and its clients (its route and client
+// proxies); HealNATS joins it again. The node keeps running.
+func (s *Stack) PartitionNATS(name string) error { return s.cutNATS(name, true) }
+
+// HealNATS ends PartitionNATS.
+func (s *Stack) HealNATS(name string) error { return s.cutNATS(name, false) }
+
+func (s *Stack) cutNATS(name string, cut bool) error {
+	n, err := s.natsNode(name)
+	if err != nil {
+		return err
+	}
+	if n.client == nil {
+		return fmt.Errorf("partition %s: only a node of a NATS cluster (NATSNodes 3) has proxies", name)
+	}
+	proxies := []*Proxy{n.client}
+	for pair, p := range s.opts.Chaos.routes {
+		if pair[0] == name || pair[1] == name {
+			proxies = append(proxies, p)
+		}
+	}
+	for _, p := range proxies {
+		if cut {
+			p.Cut()
+		} else {
+			p.Heal()
+		}
+	}
+	return nil
+}
+
+// stopChaos closes the chaos stack's proxies and removes the audit policy.
+func (s *Stack) stopChaos() {
+	c := s.opts.Chaos
+	if c == nil {
+		return
+	}
+	for _, n := range c.nats {
+		if n.client != nil {
+			n.client.Close()
+		}
+	}
+	for _, p := range c.routes {
+		p.Close()
+	}
+	if c.webhook != nil {
+		c.webhook.Close()
+	}
+	if c.auditDir != "" {
+		os.RemoveAll(c.auditDir)
+	}
+}
+
+// KillEnv SIGKILLs a process of the environment (testenv.ProcEtcd, testenv.ProcAPIServer): its
+// data stays, StartEnv starts it again on its ports.
+func (s *Stack) KillEnv(name string) error {
+	pid := 0
+	for _, p := range s.Env.Processes() {
+		if p.Name == name {
+			pid = p.PID
+		}
+	}
+	if pid == 0 {
+		return fmt.Errorf("kill %s: not running", name)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %s: %w", name, err)
+	}
+	return nil
+}
+
+// EnvAlive reports whether a process of the environment runs (it may be a zombie for a moment
+// after a kill, until testenv reaps it).
+func (s *Stack) EnvAlive(name string) bool {
+	for _, p := range s.Env.Processes() {
+		if p.Name == name {
+			return syscall.Kill(p.PID, 0) == nil
+		}
+	}
+	return false
+}
+
+// StartEnv starts a process killed by KillEnv on the same ports and waits until it is ready;
+// for the kube-apiserver also until the port accepts the clients' connections.
+func (s *Stack) StartEnv(ctx context.Context, name string) error {
+	timeout := etcdReadyTimeout
+	if name == testenv.ProcAPIServer {
+		timeout = apiServerReadyTimeout
+	}
+	// The process is reaped by testenv's wait goroutine; until then StartProcess says it runs.
+	err := testenv.WaitFor(ctx, apiServerKillTimeout, name+" reaped and started", func(ctx context.Context) (bool, error) {
+		err := s.Env.StartProcess(ctx, name)
+		if err != nil && strings.Contains(err.Error(), "still running") {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil || name != testenv.ProcAPIServer {
+		return err
+	}
+	return testenv.WaitFor(ctx, timeout, "kube-apiserver answers", func(ctx context.Context) (bool, error) {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(s.Env.APIServerURL, "https://"), time.Second)
 		if err != nil {
 			return false, nil
@@ -278,6 +552,36 @@ func (s *Stack) StartAPIServer(ctx context.Context) error {
 		_, err = s.Kube.Discovery().ServerVersion()
 		return err == nil, nil
 	})
+}
+
+// KillAPIServer SIGKILLs the kube-apiserver (etcd keeps the data).
+func (s *Stack) KillAPIServer(context.Context) error { return s.KillEnv(testenv.ProcAPIServer) }
+
+// StartAPIServer starts the kube-apiserver killed by KillAPIServer on the same port and waits
+// until it answers.
+func (s *Stack) StartAPIServer(ctx context.Context) error {
+	return s.StartEnv(ctx, testenv.ProcAPIServer)
+}
+
+// AuditLog is the file holding the kube-apiserver's audit events (ChaosOptions.Audit), one JSON
+// object a line among its other output.
+func (s *Stack) AuditLog() string { return s.Env.LogPath(testenv.ProcAPIServer) }
+
+// LogPath is the log file of a process the stack started (an instance or a nats-server).
+func (s *Stack) LogPath(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
+
+// Signal sends sig to a process the stack started (SIGSTOP and SIGCONT pause and resume it).
+func (s *Stack) Signal(name string, sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.procs[name]
+	s.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("signal %s: not running", name)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		return fmt.Errorf("signal %s %s: %w", sig, name, err)
+	}
+	return nil
 }
 
 // Crashed reports whether a process the stack started (a binary, or a chaos stack's
@@ -296,4 +600,25 @@ func (s *Stack) Crashed(name string) bool {
 	default:
 		return false
 	}
+}
+
+// ExitStatus describes how a process that Crashed ended ("exit status 1", "signal: killed").
+func (s *Stack) ExitStatus(name string) string {
+	s.mu.Lock()
+	cmd := s.procs[name]
+	s.mu.Unlock()
+	if cmd == nil || cmd.ProcessState == nil {
+		return ""
+	}
+	return cmd.ProcessState.String()
+}
+
+var instanceSuffix = regexp.MustCompile(`-[0-9]+$`)
+
+// BinaryOf is the binary an instance name (applier-1) runs; a binary name is its own.
+func BinaryOf(instance string) string {
+	if b := instanceSuffix.ReplaceAllString(instance, ""); slices.Contains(Binaries, b) {
+		return b
+	}
+	return instance
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,25 +242,30 @@ func Identity(binary string) string {
 	return v1alpha1.ServiceAccountUser(OperatorNamespace, binary)
 }
 
-func (s *Stack) kubeconfigFor(binary string) (string, error) {
+func (s *Stack) kubeconfigFor(instance string) (string, error) {
 	cfg, err := clientcmd.LoadFromFile(s.Env.Kubeconfig)
 	if err != nil {
 		return "", fmt.Errorf("read kubeconfig: %w", err)
 	}
 	for _, ai := range cfg.AuthInfos {
-		ai.Impersonate = Identity(binary)
+		ai.Impersonate = Identity(BinaryOf(instance))
 		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated"}
+		if s.opts.Chaos != nil {
+			ai.ImpersonateUserExtra = map[string][]string{InstanceExtra: {instance}}
+		}
 	}
-	path := filepath.Join(s.Dir, "kubeconfig-"+binary)
+	path := filepath.Join(s.Dir, "kubeconfig-"+instance)
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return path, nil
 }
 
-// Flags returns the flags a binary runs with: the same ones the Helm chart passes.
-func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, error) {
-	kc, err := s.kubeconfigFor(binary)
+// Flags returns the flags an instance of a binary (Instances) runs with: the same ones the Helm
+// chart passes.
+func (s *Stack) Flags(instance string, healthPort, metricsPort int) ([]string, error) {
+	binary := BinaryOf(instance)
+	kc, err := s.kubeconfigFor(instance)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +290,15 @@ func (s *Stack) Flags(binary string, healthPort, metricsPort int) ([]string, err
 			return nil, err
 		}
 		own = []string{"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--operator-identities=" + operatorIdentities(),
-			"--engine-namespace=" + EngineNamespace, fmt.Sprintf("--webhook-addr=127.0.0.1:%d", s.webhookPort())}
+			"--engine-namespace=" + EngineNamespace, "--webhook-addr=" + s.webhookAddr(instance)}
+	}
+	if c := s.opts.Chaos; c != nil {
+		if slices.Contains(own, "--leader-elect") {
+			own = append(own, "--identity="+instance)
+		}
+		if c.NATSNodes == 3 {
+			own = append(own, "--stream-replicas=3")
+		}
 	}
 	return append(append(common, own...), s.opts.ExtraFlags[binary]...), nil
 }
@@ -293,51 +307,52 @@ func operatorIdentities() string {
 	return strings.Join(v1alpha1.OperatorIdentities(OperatorNamespace), ",")
 }
 
+// Instances lists the processes of a binary: the binary's own name, or in a chaos stack
+// <binary>-0 ... <binary>-<n-1> for ChaosOptions.Replicas n (default 1).
+func (s *Stack) Instances(binary string) []string {
+	if s.opts.Chaos == nil {
+		return []string{binary}
+	}
+	n := max(1, s.opts.Chaos.Replicas[binary])
+	out := make([]string, n)
+	for i := range out {
+		out[i] = binary + "-" + strconv.Itoa(i)
+	}
+	return out
+}
+
 func (s *Stack) startBinaries(ctx context.Context) error {
 	for _, b := range Binaries {
-		if err := s.StartBinary(ctx, b); err != nil {
-			return err
+		for _, name := range s.Instances(b) {
+			if err := s.StartBinary(ctx, name); err != nil {
+				return err
+			}
 		}
 	}
 	return s.registerWebhook(ctx)
 }
 
-// StartBinary starts one binary and waits until its /readyz answers 200.
-func (s *Stack) StartBinary(ctx context.Context, binary string) error {
+// StartBinary starts one binary (or instance, Instances) and waits until its /readyz answers 200.
+func (s *Stack) StartBinary(ctx context.Context, name string) error {
 	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		return err
 	}
-	args, err := s.Flags(binary, ports[0], ports[1])
+	args, err := s.Flags(name, ports[0], ports[1])
 	if err != nil {
 		return err
 	}
-	logPath := filepath.Join(s.Dir, "logs", binary+".log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+	if err := s.spawn(name, append([]string{filepath.Join(s.opts.BinDir, BinaryOf(name))}, args...), s.binaryEnv(BinaryOf(name))); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(s.opts.BinDir, binary), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = s.binaryEnv(binary)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", binary, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	s.mu.Lock()
-	s.procs[binary], s.exits[binary] = cmd, exited
+	cmd, exited := s.procs[name], s.exits[name]
 	s.mu.Unlock()
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0])
-	err = testenv.WaitFor(ctx, 2*time.Minute, binary+" ready", func(ctx context.Context) (bool, error) {
+	err = testenv.WaitFor(ctx, 2*time.Minute, name+" ready", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
-			return false, fmt.Errorf("%s exited: see %s", binary, logPath)
+			return false, fmt.Errorf("%s exited: see %s", name, s.LogPath(name))
 		default:
 		}
 		return httpOK(ctx, url), nil
@@ -345,11 +360,39 @@ func (s *Stack) StartBinary(ctx context.Context, binary string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.log, "stack: %s ready (pid %d, log %s)\n", binary, cmd.Process.Pid, logPath)
+	fmt.Fprintf(s.log, "stack: %s ready (pid %d, log %s)\n", name, cmd.Process.Pid, s.LogPath(name))
 	return nil
 }
 
-// StopBinary stops one binary: SIGTERM, or SIGKILL when kill.
+// spawn starts a process of the stack named name with its output appended to its log, in its
+// own process group, killed with the test binary.
+func (s *Stack) spawn(name string, argv, env []string) error {
+	logPath := s.LogPath(name)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	s.mu.Lock()
+	s.procs[name], s.exits[name] = cmd, exited
+	s.mu.Unlock()
+	return nil
+}
+
+// StopBinary stops one binary (or instance, or a chaos stack's nats-server): SIGTERM, or SIGKILL
+// when kill. A paused process is resumed first, so SIGTERM can end it.
 func (s *Stack) StopBinary(binary string, kill bool) error {
 	s.mu.Lock()
 	cmd, exited := s.procs[binary], s.exits[binary]
@@ -363,6 +406,7 @@ func (s *Stack) StopBinary(binary string, kill bool) error {
 		sig = syscall.SIGKILL
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
 	select {
 	case <-exited:
 		return nil
@@ -377,14 +421,19 @@ func (s *Stack) StopBinary(binary string, kill bool) error {
 func (s *Stack) Down() error {
 	var errs []error
 	for i := len(Binaries) - 1; i >= 0; i-- {
-		if err := s.StopBinary(Binaries[i], false); err != nil {
-			errs = append(errs, err)
+		for _, name := range s.Instances(Binaries[i]) {
+			if err := s.StopBinary(name, false); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	s.stopCredentials()
-	if err := s.StopBinary(NATSServer, false); err != nil { // the nats-server process of a chaos stack
-		errs = append(errs, err)
+	for _, name := range s.NATSNodes() { // the nats-server processes of a chaos stack
+		if err := s.StopBinary(name, false); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	s.stopChaos()
 	if s.nats != nil {
 		s.nats.Shutdown()
 		s.nats.WaitForShutdown()
@@ -398,6 +447,16 @@ func (s *Stack) Down() error {
 }
 
 func (s *Stack) webhookPort() int { return s.hookPort }
+
+// webhookAddr is where an admission instance listens: the webhook port, or behind a chaos
+// stack's webhook proxy a backend port of its own.
+func (s *Stack) webhookAddr(instance string) string {
+	if c := s.opts.Chaos; c != nil && c.webhook != nil {
+		i := slices.Index(s.Instances("admission"), instance)
+		return c.webhook.backends[i]
+	}
+	return fmt.Sprintf("127.0.0.1:%d", s.webhookPort())
+}
 
 // webhookCert writes a CA-signed serving certificate for 127.0.0.1 (once) and returns the paths.
 func (s *Stack) webhookCert() (string, string, error) {

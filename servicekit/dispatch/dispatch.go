@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Message is one delivered message, as a handler sees it.
@@ -121,6 +121,14 @@ func Backoff(n uint64) time.Duration {
 	return d
 }
 
+// PullExpiry is how long one pull request of the dispatch loop waits on the server before the
+// client issues the next. A pull request lives on the consumer's leader: when that leader
+// changes (its NATS node died or was partitioned), the request is gone, and the client notices
+// only when the request's idle heartbeats (half the expiry) stop coming for twice their period.
+// nats.go's default of 30 s left a consumer idle for that long after such a change; a short
+// expiry bounds it to a few seconds at the cost of a pull request every few seconds per binary.
+const PullExpiry = 3 * time.Second
+
 // Dispatcher is the one dispatch loop of a binary.
 type Dispatcher struct {
 	// Consumer to read from.
@@ -132,6 +140,10 @@ type Dispatcher struct {
 	Workers int
 	// Metrics, optional.
 	Metrics *Metrics
+	// Heartbeat is how often a message in hand (handled, or waiting for a free worker) is
+	// reported in progress, so JetStream redelivers it only once bus.AckWait passed without
+	// one: when this process died or stopped. bus.AckWait/3 when zero.
+	Heartbeat time.Duration
 }
 
 // Run consumes until ctx is cancelled, then stops consuming, finishes the messages in hand and
@@ -141,7 +153,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if workers < 1 {
 		workers = 1
 	}
-	iter, err := d.Consumer.Messages(jetstream.PullMaxMessages(2 * workers))
+	iter, err := d.Consumer.Messages(jetstream.PullMaxMessages(2*workers), jetstream.PullExpiry(PullExpiry))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
 	}
@@ -163,16 +175,43 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			logging.From(ctx).Warn().Err(err).Msg("read next message")
 			continue
 		}
+		stop := d.keepAlive(msg)
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			d.handle(ctx, msg)
+			d.handle(ctx, msg, stop)
 		}()
 	}
 }
 
-func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
+// keepAlive reports msg in progress every Heartbeat until the returned stop is called; stop
+// returns once no report can follow.
+func (d *Dispatcher) keepAlive(msg jetstream.Msg) (stop func()) {
+	every := d.Heartbeat
+	if every <= 0 {
+		every = bus.AckWait / 3
+	}
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress() // lost with the connection: then the message is redelivered
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// handle runs the message's handler and answers JetStream. stop ends the message's heartbeat;
+// it is called once, before the answer, so no in-progress report follows it.
+func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	var h bus.Header
 	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
 	if md, err := msg.Metadata(); err == nil {
@@ -180,6 +219,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	log := logging.From(ctx).With().Str(logging.KeySubject, m.Subject).Uint64(logging.KeyDelivered, m.Delivered).Logger()
 	if err := json.Unmarshal(m.Data, &h); err != nil || h.Type == "" {
+		stop()
 		log.Error().Err(err).Msg("drop undecodable message")
 		d.count("unknown", "term", 0)
 		_ = msg.Term()
@@ -189,6 +229,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	log = log.With().Str(logging.KeyMsgType, h.Type).Str(logging.KeyMsgID, h.ID).Logger()
 	handler, ok := d.Routes[h.Type]
 	if !ok {
+		stop()
 		log.Debug().Msg("ignore message without a route")
 		d.count(h.Type, "ignored", 0)
 		_ = msg.Ack()
@@ -198,6 +239,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	start := time.Now()
 	err := safeCall(hctx, handler, m)
 	elapsed := time.Since(start)
+	stop()
 	var notYet *NotYetError
 	switch {
 	case err == nil:

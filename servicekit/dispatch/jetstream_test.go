@@ -502,3 +502,92 @@ func TestOnlyTheStreamOwnerDeclares(t *testing.T) {
 		return len(rec.deliveries()) == 1, fmt.Sprintf("%d deliveries", len(rec.deliveries()))
 	})
 }
+
+// shortAckConsumer declares the applier consumer as bus.ConsumerConfig does, with a short
+// AckWait, so the tests see redeliveries within a second.
+func shortAckConsumer(t *testing.T, js jetstream.JetStream, ackWait time.Duration) jetstream.Consumer {
+	t.Helper()
+	if err := EnsureStreams(ctxFor(t), js, 1); err != nil {
+		t.Fatalf("EnsureStreams: %v", err)
+	}
+	stream, cfg, err := bus.ConsumerConfig(bus.ConsumerApplier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.AckWait = ackWait
+	c, err := js.CreateOrUpdateConsumer(ctxFor(t), stream, cfg)
+	if err != nil {
+		t.Fatalf("create consumer: %v", err)
+	}
+	return c
+}
+
+// TestHeartbeatKeepsALongHandlerItsMessage proves a message whose handler works for several
+// AckWaits is delivered once: the dispatch loop reports it in progress meanwhile.
+func TestHeartbeatKeepsALongHandlerItsMessage(t *testing.T) {
+	const ackWait = 500 * time.Millisecond
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	c := shortAckConsumer(t, js, ackWait)
+	rec := &recorder{}
+	work := func(*Message) error { time.Sleep(4 * ackWait); return nil }
+	runDispatcher(t, &Dispatcher{Consumer: c, Workers: 1, Heartbeat: ackWait / 3, Routes: Routes{bus.TypeApplyCommand: rec.handler("applier", work)}})
+	// A second message waits for the one worker for as long: it is reported in progress too.
+	for _, id := range []string{"m1", "m2"} {
+		if err := bus.NewPublisher(js, "planner").Publish(ctxFor(t), bus.ApplySubject("cluster", id), id, applyCommand(id)); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	settled(t, js, c)
+	for _, d := range rec.deliveries() {
+		if d.delivered != 1 {
+			t.Errorf("%s delivered %d times while its handler worked, want once", d.id, d.delivered)
+		}
+	}
+	if n := len(rec.deliveries()); n != 2 {
+		t.Errorf("%d deliveries, want 2", n)
+	}
+}
+
+// TestMessageOfADeadReplicaGoesToTheOther proves a message held by a replica whose connection
+// died mid-handling (a killed process) is delivered to the other replica once AckWait passes
+// without a heartbeat, not after the handler would have finished.
+func TestMessageOfADeadReplicaGoesToTheOther(t *testing.T) {
+	const ackWait = 500 * time.Millisecond
+	srv := natstest.Start(t)
+	ncDead, jsDead := srv.Connect(t)
+	_, jsAlive := srv.Connect(t)
+	rec := &recorder{}
+	held := make(chan struct{})
+	hang := func(*Message) error {
+		close(held)
+		select {} // the process is gone: it never answers
+	}
+	dead := shortAckConsumer(t, jsDead, ackWait)
+	runDispatcherUntil(t, &Dispatcher{Consumer: dead, Workers: 1, Heartbeat: ackWait / 3, Routes: Routes{bus.TypeApplyCommand: rec.handler("dead", hang)}})
+	if err := bus.NewPublisher(jsAlive, "planner").Publish(ctxFor(t), bus.ApplySubject("cluster", "a"), "m1", applyCommand("a")); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	select {
+	case <-held:
+	case <-time.After(waitTimeout):
+		t.Fatal("the first replica never got the message")
+	}
+	ncDead.Close()
+	alive := shortAckConsumer(t, jsAlive, ackWait)
+	runDispatcher(t, &Dispatcher{Consumer: alive, Workers: 1, Heartbeat: ackWait / 3, Routes: Routes{bus.TypeApplyCommand: rec.handler("alive", func(*Message) error { return nil })}})
+	settled(t, jsAlive, alive)
+	got := rec.deliveries()
+	if len(got) != 2 || got[0].worker != "dead" || got[1].worker != "alive" || got[1].delivered != 2 {
+		t.Errorf("deliveries %+v, want the dead replica's, then the other's (delivery 2)", got)
+	}
+}
+
+// runDispatcherUntil runs d for a replica whose handler never returns: Run is left behind at
+// the end of the test, as a killed process leaves its work.
+func runDispatcherUntil(t *testing.T, d *Dispatcher) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = d.Run(ctx) }()
+}

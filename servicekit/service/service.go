@@ -25,6 +25,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/natsx"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -51,6 +52,7 @@ type Base struct {
 
 	opts     Options
 	embedded *server.Server
+	fence    *leaseFence // with leader election: writes only while the lease is fresh
 
 	mu     sync.Mutex
 	checks []namedCheck
@@ -115,6 +117,10 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		if err != nil {
 			b.Close()
 			return nil, err
+		}
+		if o.LeaderElect {
+			b.fence = newLeaseFence(o.Namespace, v1alpha1.LeaseName(name), o.RenewDeadline)
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &fencedTransport{next: rt, fence: b.fence} })
 		}
 		b.Kube = cfg
 		if b.KubeClient, err = kubernetes.NewForConfig(cfg); err != nil {

@@ -24,8 +24,12 @@ const (
 	DuplicateWindow = 2 * time.Hour
 	// EventsMaxAge is how long events are kept.
 	EventsMaxAge = 24 * time.Hour
-	// AckWait is how long a delivered message may stay unacknowledged before redelivery.
-	AckWait = 30 * time.Second
+	// AckWait is how long a delivered message may go without an acknowledgement or an
+	// in-progress report before JetStream delivers it again. A process reports the messages it
+	// holds in progress every AckWait/3 while it works on them (servicekit/dispatch), so only a
+	// process that died, stopped or lost its connection makes a message wait this long: another
+	// replica, or the restarted process, then gets it within seconds.
+	AckWait = 3 * time.Second
 )
 
 // StreamConfig returns the configuration of the commands and events streams. replicas is the

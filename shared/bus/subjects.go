@@ -1,6 +1,9 @@
 package bus
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Subjects. Every subject the binaries use is here; build concrete subjects with the functions
 // below, never by hand. Tokens are runtime and release names (DNS-1123 labels: no dots).
@@ -56,15 +59,29 @@ func join(kind, runtime, release string) string {
 }
 
 // token keeps a name from adding subject levels or wildcards, or whitespace and control
-// characters that would split the NATS protocol line; valid names pass unchanged.
+// characters that would split the NATS protocol line, and keeps two names from sharing a
+// subject. Valid names (DNS-1123 labels) pass unchanged; in any other name each byte that is
+// '_', '.', '*', '>', a space or control character, DEL or part of a non-ASCII character
+// becomes "_" and two hex digits, and the empty name becomes "_". '_' is never left as it is,
+// so the encoding is one-to-one: two names never map to one token.
 func token(s string) string {
 	if s == "" {
 		return "_"
 	}
-	return strings.Map(func(r rune) rune {
-		if r == '.' || r == '*' || r == '>' || r <= ' ' || r == 0x7f {
-			return '_'
+	if !strings.ContainsFunc(s, func(r rune) bool { return r > 0x7e || escaped(byte(r)) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; escaped(c) {
+			fmt.Fprintf(&b, "_%02x", c)
+		} else {
+			b.WriteByte(c)
 		}
-		return r
-	}, s)
+	}
+	return b.String()
+}
+
+func escaped(c byte) bool {
+	return c == '_' || c == '.' || c == '*' || c == '>' || c <= ' ' || c >= 0x7f
 }

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,20 +50,23 @@ func TestSubjectBuilders(t *testing.T) {
 }
 
 // TestSubjectTokens proves a name can never add a subject level, a wildcard or protocol
-// whitespace: whatever the runtime and release names, the subject has exactly five tokens and
-// still matches only its own pattern.
+// whitespace: whatever the runtime and release names, the subject has exactly six tokens and
+// still matches only its own pattern; and that names that differ give different subjects.
 func TestSubjectTokens(t *testing.T) {
 	cases := map[string]struct {
 		runtime, release string
 		want             string
 	}{
-		"valid names pass unchanged":  {"cluster", "gpu-operator-readiness", "aicr.v1.cmd.apply.cluster.gpu-operator-readiness"},
-		"a dot does not add a level":  {"cluster", "nvidia.gpu", "aicr.v1.cmd.apply.cluster.nvidia_gpu"},
-		"wildcards are not wildcards": {"*", "a>", "aicr.v1.cmd.apply._.a_"},
-		"an empty name is a token":    {"", "", "aicr.v1.cmd.apply._._"},
-		"a space":                     {"clu ster", "gpu", "aicr.v1.cmd.apply.clu_ster.gpu"},
-		"a tab, CR and LF":            {"a\tb", "c\r\nd", "aicr.v1.cmd.apply.a_b.c__d"},
-		"a NUL byte":                  {"a\x00b", "c", "aicr.v1.cmd.apply.a_b.c"},
+		"valid names pass unchanged":         {"cluster", "gpu-operator-readiness", "aicr.v1.cmd.apply.cluster.gpu-operator-readiness"},
+		"a dot does not add a level":         {"cluster", "nvidia.gpu", "aicr.v1.cmd.apply.cluster.nvidia_2egpu"},
+		"an underscore is escaped too":       {"cluster", "nvidia_2egpu", "aicr.v1.cmd.apply.cluster.nvidia_5f2egpu"},
+		"wildcards are not wildcards":        {"*", "a>", "aicr.v1.cmd.apply._2a.a_3e"},
+		"an empty name is a token":           {"", "", "aicr.v1.cmd.apply._._"},
+		"a lone underscore is not the empty": {"_", "", "aicr.v1.cmd.apply._5f._"},
+		"a space":                            {"clu ster", "gpu", "aicr.v1.cmd.apply.clu_20ster.gpu"},
+		"a tab, CR and LF":                   {"a\tb", "c\r\nd", "aicr.v1.cmd.apply.a_09b.c_0d_0ad"},
+		"a NUL byte":                         {"a\x00b", "c", "aicr.v1.cmd.apply.a_00b.c"},
+		"non-ASCII, valid UTF-8 or not":      {"grü", "\xff", "aicr.v1.cmd.apply.gr_c3_bc._ff"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -96,12 +100,50 @@ func assertSubjectShape(t *testing.T, subject string) {
 	}
 }
 
-// FuzzSubjectTokens: any names give a well-formed apply subject.
+// untoken inverts token: that it exists proves token one-to-one.
+func untoken(t *testing.T, tok string) string {
+	t.Helper()
+	if tok == "_" {
+		return ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(tok); i++ {
+		if tok[i] != '_' {
+			b.WriteByte(tok[i])
+			continue
+		}
+		if i+2 >= len(tok) {
+			t.Fatalf("token %q: a cut escape at %d", tok, i)
+		}
+		v, err := strconv.ParseUint(tok[i+1:i+3], 16, 8)
+		if err != nil {
+			t.Fatalf("token %q: escape %q at %d: %v", tok, tok[i:i+3], i, err)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String()
+}
+
+// FuzzSubjectTokens: any names give a well-formed apply subject, whose tokens give the names
+// back, so two different releases (or runtimes) never share a subject.
 func FuzzSubjectTokens(f *testing.F) {
-	f.Add("cluster", "gpu-operator")
-	f.Add("a.b", "*>")
-	f.Add("\t", "\n")
-	f.Fuzz(func(t *testing.T, runtime, release string) {
-		assertSubjectShape(t, ApplySubject(runtime, release))
+	f.Add("cluster", "gpu-operator", "gpu_operator")
+	f.Add("a.b", "*>", "a_b")
+	f.Add("\t", "\n", "_0a")
+	f.Add("", "_", "\xff")
+	f.Fuzz(func(t *testing.T, runtime, release, other string) {
+		subject := ApplySubject(runtime, release)
+		assertSubjectShape(t, subject)
+		toks := strings.Split(subject, ".")
+		if got := untoken(t, toks[4]); got != runtime {
+			t.Errorf("runtime token %q of %q gives %q back", toks[4], runtime, got)
+		}
+		if got := untoken(t, toks[5]); got != release {
+			t.Errorf("release token %q of %q gives %q back", toks[5], release, got)
+		}
+		if release != other && ApplySubject(runtime, other) == subject {
+			t.Errorf("releases %q and %q share the subject %s", release, other, subject)
+		}
 	})
 }

@@ -87,6 +87,8 @@ func Needs(binary string) []Need {
 				Why: "the informer of owned Applications and the read before a write; server-side apply (create covers the first one), the refresh and sync merge patches, the Remove step's preconditioned delete"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
 				Why: "read a plan by digest"},
+			{Group: "operator.aicr.run", Resource: "runtimerollouts", Verbs: []string{"get"}, Scope: Cluster,
+				Why: "whether a command's rollout has ended, when the Application's step start ties with the command's (Outdated)"},
 		}
 	case v1alpha1.BinaryReadiness:
 		return append([]Need{

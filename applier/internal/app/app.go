@@ -124,7 +124,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	rollouts, err := appwriter.NewRollouts(base.Kube)
+	if err != nil {
+		return err
+	}
 	w, err := appwriter.New(appwriter.Config{
+		Rollouts:   rollouts,
 		Apps:       apps,
 		Cache:      owned,
 		Plans:      plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), plan.DefaultCacheSize),

@@ -15,7 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
@@ -109,7 +111,17 @@ components:
 		t.Errorf("application %s %v", app.Spec.Source.RepoURL, app.Labels)
 	}
 
-	remove := bus.NewRemoveCommand("cluster", "uid-it", bus.StepRef{Rollout: "r2", Index: 1, ID: "r2/1", Started: time.Now()}, "nfd")
+	// The Remove's rollout runs: its step started in the same second as the Install's, so the
+	// applier reads it to know it has not ended (Outdated otherwise).
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RuntimeRollout",
+		"metadata": map[string]any{"name": "r2"}, "spec": map[string]any{"runtime": "cluster", "runtimeUID": "uid-it"},
+	}}
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	if _, err := dyn.Resource(v1alpha1.RuntimeRolloutResource).Create(ctx, ro, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create rollout r2: %v", err)
+	}
+	remove := bus.NewRemoveCommand("cluster", "uid-it", bus.StepRef{Rollout: "r2", Index: 1, ID: "r2/1", Started: step.Started}, "nfd")
 	if err := pub.Publish(ctx, bus.RemoveSubject("cluster", "nfd"), "r2/1/1", remove); err != nil {
 		t.Fatal(err)
 	}

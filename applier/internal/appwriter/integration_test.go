@@ -120,7 +120,11 @@ func newWorld(t testing.TB, messages ...string) *world {
 	}
 	s := testSettings()
 	s.EngineNamespace = w.ns
-	writer, err := New(Config{Apps: w.hooked, Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps(w.opNS)), 0), Publisher: bus.NewPublisher(js, "applier-test"), Settings: s})
+	rollouts, err := NewRollouts(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := New(Config{Rollouts: rollouts, Apps: w.hooked, Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps(w.opNS)), 0), Publisher: bus.NewPublisher(js, "applier-test"), Settings: s})
 	if err != nil {
 		t.Fatalf("new writer: %v", err)
 	}

@@ -19,10 +19,12 @@ func TestOutdatedBy(t *testing.T) {
 		annotations map[string]string
 		step        bus.StepRef
 		outdated    bool
+		sameSecond  bool
 	}{
 		"a later rollout's step wrote it":             {annotations: written("r-new/5", t0.Add(2*time.Second)), step: step, outdated: true},
 		"an earlier rollout's step wrote it":          {annotations: written("r-older/2", t0.Add(-time.Minute)), step: step},
-		"a later step in the same second":             {annotations: written("r-new/5", t0), step: step},
+		"a later step in the same second":             {annotations: written("r-new/5", t0), step: step, sameSecond: true},
+		"an earlier step in the same second":          {annotations: written("r-older/2", t0.Add(900*time.Millisecond)), step: step, sameSecond: true},
 		"the same step wrote it (a retry)":            {annotations: written("r-old/6", t0.Add(time.Minute)), step: step},
 		"another step of the same rollout":            {annotations: written("r-old/2", t0.Add(time.Minute)), step: step},
 		"a repair wrote it since":                     {annotations: written("repair/0123456789ab/suspend-g3", t0.Add(time.Minute)), step: step},
@@ -33,9 +35,9 @@ func TestOutdatedBy(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			why := outdatedBy(tc.annotations, tc.step)
-			if (why != "") != tc.outdated {
-				t.Fatalf("outdatedBy = %q, want outdated %v", why, tc.outdated)
+			why, same := outdatedBy(tc.annotations, tc.step)
+			if (why != "") != tc.outdated || same != tc.sameSecond {
+				t.Fatalf("outdatedBy = %q, %v; want outdated %v, same second %v", why, same, tc.outdated, tc.sameSecond)
 			}
 			if tc.outdated && (!strings.Contains(why, "r-new/5") || !strings.Contains(why, "r-old/6")) {
 				t.Errorf("message %q does not name both steps", why)

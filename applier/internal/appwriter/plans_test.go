@@ -81,7 +81,7 @@ func TestApplyReadsPlansThroughTheCache(t *testing.T) {
 				return tc.getErr != nil, nil, tc.getErr
 			})
 			w, err := New(Config{Apps: newFakeApps(t), Plans: plan.NewCache(plan.GetLoader(cs.CoreV1().ConfigMaps(testOperatorNS)), 0),
-				Publisher: &fakePublisher{}, Settings: testSettings()})
+				Publisher: &fakePublisher{}, Settings: testSettings(), Rollouts: &fakeRollouts{}})
 			if err != nil {
 				t.Fatal(err)
 			}

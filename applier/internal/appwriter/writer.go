@@ -76,6 +76,8 @@ type Config struct {
 	Settings appspec.Settings
 	// Registerer receives the writer's metrics; nil for none.
 	Registerer prometheus.Registerer
+	// Rollouts says whether a command's rollout has ended (see outdatedBy).
+	Rollouts Rollouts
 }
 
 // Writer handles ApplyCommand and RemoveCommand.
@@ -85,18 +87,19 @@ type Writer struct {
 	plans    *plan.Cache
 	pub      Publisher
 	settings appspec.Settings
+	rollouts Rollouts
 	outcomes *prometheus.CounterVec
 }
 
 // New returns a Writer.
 func New(c Config) (*Writer, error) {
-	if c.Apps == nil || c.Plans == nil || c.Publisher == nil {
-		return nil, errors.New("new writer: Apps, Plans and Publisher are required")
+	if c.Apps == nil || c.Plans == nil || c.Publisher == nil || c.Rollouts == nil {
+		return nil, errors.New("new writer: Apps, Plans, Publisher and Rollouts are required")
 	}
 	if err := c.Settings.Validate(); err != nil {
 		return nil, fmt.Errorf("new writer: %w", err)
 	}
-	w := &Writer{apps: c.Apps, cache: c.Cache, plans: c.Plans, pub: c.Publisher, settings: c.Settings,
+	w := &Writer{apps: c.Apps, cache: c.Cache, plans: c.Plans, pub: c.Publisher, settings: c.Settings, rollouts: c.Rollouts,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: v1alpha1.BinaryApplier, Name: "results_total",
 			Help: "Command results published, by action and outcome.",
@@ -237,18 +240,25 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	}
 	rv := ""
 	if live != nil {
+		outdated, sameSecond := outdatedBy(live.Annotations, cmd.Step)
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
 			(hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "") ||
-			outdatedBy(live.Annotations, cmd.Step) != ""
+			outdated != "" || sameSecond
 		if refused && fromCache {
 			return nil, errStale
 		}
 		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 		}
-		if why := outdatedBy(live.Annotations, cmd.Step); why != "" {
+		if sameSecond {
+			var err error
+			if outdated, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep]); err != nil {
+				return nil, err
+			}
+		}
+		if outdated != "" {
 			logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("outdated command not carried out")
-			return applyResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
+			return applyResult(cmd, bus.OutcomeOutdated, "", outdated, nil), nil
 		}
 		if live.DeletionTimestamp != nil {
 			return nil, dispatch.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
@@ -381,9 +391,15 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 	if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 		return removeResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 	}
-	if why := outdatedBy(live.Annotations, cmd.Step); why != "" {
+	outdated, sameSecond := outdatedBy(live.Annotations, cmd.Step)
+	if sameSecond {
+		if outdated, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep]); err != nil {
+			return nil, err
+		}
+	}
+	if outdated != "" {
 		logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, cmd.Step.ID).Msg("outdated command not carried out")
-		return removeResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
+		return removeResult(cmd, bus.OutcomeOutdated, "", outdated, nil), nil
 	}
 	if live.DeletionTimestamp != nil {
 		return nil, dispatch.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,10 +31,26 @@ import (
 
 // harness is a Writer on fakes, with one stored plan.
 type harness struct {
-	w    *Writer
-	apps *fakeApps
-	pub  *fakePublisher
-	plan *plan.Plan
+	w        *Writer
+	apps     *fakeApps
+	pub      *fakePublisher
+	plan     *plan.Plan
+	rollouts *fakeRollouts
+}
+
+// fakeRollouts holds the phases of the rollouts that have ended; any other is running.
+type fakeRollouts struct {
+	mu    sync.Mutex
+	ended map[string]v1alpha1.RolloutPhase
+	reads []string
+}
+
+func (f *fakeRollouts) Ended(_ context.Context, name string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, name)
+	p, ok := f.ended[name]
+	return string(p), ok, nil
 }
 
 func newHarness(t *testing.T, cms ...*corev1.ConfigMap) *harness {
@@ -41,8 +60,9 @@ func newHarness(t *testing.T, cms ...*corev1.ConfigMap) *harness {
 	for _, c := range cms {
 		objs = append(objs, c)
 	}
-	h := &harness{apps: newFakeApps(t), pub: &fakePublisher{}, plan: p}
+	h := &harness{apps: newFakeApps(t), pub: &fakePublisher{}, plan: p, rollouts: &fakeRollouts{ended: map[string]v1alpha1.RolloutPhase{}}}
 	w, err := New(Config{
+		Rollouts:  h.rollouts,
 		Apps:      h.apps,
 		Plans:     plan.NewCache(plan.GetLoader(k8sfake.NewClientset(objs...).CoreV1().ConfigMaps(testOperatorNS)), 0),
 		Publisher: h.pub,
@@ -874,5 +894,59 @@ func TestOutdatedCommandsAreNotCarriedOut(t *testing.T) {
 	}
 	if live := h.apps.live("gpu-operator"); live == nil || live.Annotations[v1alpha1.AnnotationStep] != "r-later/1" {
 		t.Errorf("the Application is not the later rollout's any more: %v", live)
+	}
+	if len(h.rollouts.reads) != 0 {
+		t.Errorf("rollouts read %v: the start times decided, no read was needed", h.rollouts.reads)
+	}
+}
+
+// When the other rollout's step started in the same second, the annotations cannot order the
+// two rollouts: a command of a rollout that has ended is Outdated, one of a rollout still
+// running is carried out (no later rollout can have started while it runs).
+func TestSameSecondCommandsAskWhetherTheirRolloutEnded(t *testing.T) {
+	other := func(c *bus.ApplyCommand) {
+		c.Step = bus.StepRef{Rollout: "r-other", Index: 1, ID: "r-other/1", Started: testStarted.Add(200 * time.Millisecond)}
+		c.Header.ID = "r-other/1/1"
+		c.Action = v1alpha1.ActionApply
+	}
+	for _, tc := range []struct {
+		name  string
+		ended map[string]v1alpha1.RolloutPhase
+		want  string
+	}{
+		{"the command's rollout ended", map[string]v1alpha1.RolloutPhase{testRollout: v1alpha1.PhaseSucceeded}, bus.OutcomeOutdated},
+		{"the command's rollout is gone", map[string]v1alpha1.RolloutPhase{testRollout: ""}, bus.OutcomeOutdated},
+		{"the command's rollout runs", nil, bus.OutcomeRefreshed}, // carried out: the spec is the same
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			if res := h.apply(t, applyCmd(h.plan, "gpu-operator", 1, other)); res.Outcome != bus.OutcomeWritten {
+				t.Fatalf("the other rollout's write: %s (%s)", res.Outcome, res.Message)
+			}
+			h.apps.writes()
+			maps.Copy(h.rollouts.ended, tc.ended)
+			res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) {
+				c.Step.Started = testStarted.Add(700 * time.Millisecond)
+			}))
+			if res.Outcome != tc.want {
+				t.Errorf("apply: %s (%s), want %s", res.Outcome, res.Message, tc.want)
+			}
+			if !slices.Contains(h.rollouts.reads, testRollout) {
+				t.Errorf("rollouts read %v, want %s", h.rollouts.reads, testRollout)
+			}
+			if tc.want != bus.OutcomeOutdated {
+				return
+			}
+			if writes := h.apps.writes(); len(writes) != 0 {
+				t.Errorf("writes %v, want none", verbs(writes))
+			}
+			rm, err := h.w.Remove(context.Background(), removeCmd("gpu-operator", 3))
+			if err != nil {
+				t.Fatalf("remove: %v", err)
+			}
+			if rm.Outcome != bus.OutcomeOutdated || len(h.apps.writes()) != 0 {
+				t.Errorf("remove: %s (%s), want Outdated and no write", rm.Outcome, rm.Message)
+			}
+		})
 	}
 }

@@ -1,0 +1,685 @@
+//go:build chaos || e2e
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
+)
+
+// Named timeouts and pauses of the fault injection.
+const (
+	restartTimeout = 3 * time.Minute
+	leaseReadTime  = 2 * time.Second
+	// superviseEvery is how often the supervisor looks for processes that exited by themselves.
+	superviseEvery = 150 * time.Millisecond
+	// exitGrace is how long after a fault ends a leader may still exit because of it: it notices
+	// the lost lease at its next renewal.
+	exitGrace = 15 * time.Second
+	// stallTarget is the recovery target the report compares each fault kind's p99 with.
+	stallTarget = 5 * time.Second
+)
+
+// engineProcess names the fake Argo CD application controller as a fault target.
+const engineProcess = "argocd-application-controller"
+
+// fault is one injected fault.
+type fault struct {
+	kind     string
+	target   string
+	injected time.Time
+	restored time.Time
+	// ref is when the stall it causes starts to count: at once when another process carries the
+	// work meanwhile, when the fault ends when nothing else can (a singleton), when the lease of
+	// a paused leader expired (no candidate may act before).
+	ref    time.Time
+	double bool
+}
+
+// faultKind is one kind of fault: run injects it, holds it and ends it, recording the times.
+type faultKind struct {
+	name string
+	// component is what it hits; two faults at once hit two components.
+	component string
+	run       func(ctx context.Context, m *monkey, f *fault) error
+}
+
+// window is a span in which the test expects processes to exit by design: a leader whose lease
+// renewals failed (the apiserver or etcd was down, or it was paused) exits so a fresh process
+// takes over. who is an instance, or "" for any leader-elected one.
+type window struct {
+	who      string
+	from, to time.Time
+}
+
+// monkey injects the faults, one at a time and sometimes two at once, and supervises every
+// process: one that exited by itself is started again, as the kubelet would, and reported unless
+// a fault explains it.
+type monkey struct {
+	s      *stack.Stack
+	log    func(string, ...any)
+	kinds  []faultKind
+	engine *engineRunner
+	lease  time.Duration // the candidates' lease duration
+	// doubleChance is the probability that a fault comes with a second one at once.
+	doubleChance float64
+
+	mu         sync.Mutex
+	rand       *rand.Rand
+	deck       []int
+	faults     []*fault
+	expected   []window
+	exits      int // exits by design, started again
+	violations []string
+	locks      map[string]*sync.Mutex
+}
+
+func newMonkey(s *stack.Stack, seed int64, eng *engineRunner, log func(string, ...any)) *monkey {
+	m := &monkey{s: s, log: log, engine: eng, lease: leaseDuration, doubleChance: 0.2,
+		rand: rand.New(rand.NewPCG(uint64(seed), 2)), locks: map[string]*sync.Mutex{}}
+	m.kinds = faultKinds(len(s.NATSNodes()) > 1)
+	return m
+}
+
+// faultKinds is the fault model (docs/testing.md).
+func faultKinds(natsCluster bool) []faultKind {
+	kinds := []faultKind{
+		{name: "kill-applier", component: "applier", run: killReplica("applier")},
+		{name: "pause-applier", component: "applier", run: pauseReplica("applier", time.Second, 5*time.Second)},
+		{name: "kill-admission", component: "admission", run: killReplica("admission")},
+	}
+	for _, b := range leaderElected {
+		kinds = append(kinds,
+			faultKind{name: "kill-" + b + "-leader", component: b, run: killLeader(b)},
+			faultKind{name: "pause-" + b + "-leader", component: b, run: pauseLeader(b)})
+	}
+	kinds = append(kinds,
+		faultKind{name: "kill-nats", component: "nats", run: killNATS(natsCluster)},
+		faultKind{name: "kill-kube-apiserver", component: "kube-apiserver", run: killEnv(testenv.ProcAPIServer)},
+		faultKind{name: "kill-etcd", component: "etcd", run: killEnv(testenv.ProcEtcd)},
+		faultKind{name: "kill-" + engineProcess, component: "argocd", run: killEngine},
+	)
+	if natsCluster {
+		kinds = append(kinds, faultKind{name: "partition-nats", component: "nats", run: partitionNATS})
+	}
+	return kinds
+}
+
+// run injects faults until ctx ends, each after a pause of 0.5-3 s; it returns once the
+// faults in progress have ended.
+func (m *monkey) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		pause(ctx, m.between(500*time.Millisecond, 3*time.Second))
+		if ctx.Err() != nil {
+			return
+		}
+		first, second := m.deal()
+		kinds := []*faultKind{first}
+		if second != nil {
+			kinds = append(kinds, second)
+		}
+		faults := make([]*fault, len(kinds))
+		var wg sync.WaitGroup
+		for i, k := range kinds {
+			faults[i] = &fault{kind: k.name, double: len(kinds) == 2}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := k.run(context.Background(), m, faults[i]); err != nil {
+					m.violate("%s: %v", k.name, err)
+				}
+				if faults[i].ref.IsZero() {
+					faults[i].ref = faults[i].injected
+				}
+			}()
+		}
+		wg.Wait()
+		// Two at once: a stall counts from the later of their refs, since either may hold the
+		// rollout until then.
+		for _, f := range faults {
+			for _, g := range faults {
+				if g.ref.After(f.ref) {
+					f.ref = g.ref
+				}
+			}
+			m.record(f)
+		}
+	}
+}
+
+// deal draws the next fault kind from a shuffled deck of every kind (so each kind comes once a
+// round), and sometimes a second one of another component.
+func (m *monkey) deal() (first, second *faultKind) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	draw := func(skip string) *faultKind {
+		if len(m.deck) == 0 {
+			m.deck = m.rand.Perm(len(m.kinds))
+		}
+		for i, k := range m.deck {
+			if m.kinds[k].component != skip {
+				m.deck = slices.Delete(m.deck, i, i+1)
+				return &m.kinds[k]
+			}
+		}
+		return nil
+	}
+	first = draw("")
+	if m.rand.Float64() < m.doubleChance {
+		second = draw(first.component)
+	}
+	return first, second
+}
+
+func (m *monkey) between(lo, hi time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return lo + time.Duration(m.rand.Int64N(int64(hi-lo)+1))
+}
+
+func (m *monkey) pick(names []string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return names[m.rand.IntN(len(names))]
+}
+
+func (m *monkey) violate(format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.violations = append(m.violations, fmt.Sprintf(format, args...))
+}
+
+func (m *monkey) record(f *fault) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.faults = append(m.faults, f)
+	two := ""
+	if f.double {
+		two = " (two at once)"
+	}
+	m.log("fault %d: %s %s%s at %s for %s", len(m.faults), f.kind, f.target, two, f.injected.Format("15:04:05.000"), f.restored.Sub(f.injected).Round(time.Millisecond))
+}
+
+// expect records that who may exit by design from from to to, and returns the window's index
+// for until.
+func (m *monkey) expect(who string, from, to time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected = append(m.expected, window{who: who, from: from, to: to})
+	return len(m.expected) - 1
+}
+
+// until ends window i at to.
+func (m *monkey) until(i int, to time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expected[i].to = to
+}
+
+// lock holds name (an instance, a nats-server, an environment process) for a fault, so the
+// supervisor leaves it alone and no other fault touches it.
+func (m *monkey) lock(name string) func() {
+	m.mu.Lock()
+	l := m.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[name] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (m *monkey) tryLock(name string) (func(), bool) {
+	m.mu.Lock()
+	l := m.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.locks[name] = l
+	}
+	m.mu.Unlock()
+	if !l.TryLock() {
+		return nil, false
+	}
+	return l.Unlock, true
+}
+
+// leader returns the instance holding binary's Lease, or a random candidate when the Lease
+// cannot be read (the apiserver is down: another fault).
+func (m *monkey) leader(ctx context.Context, binary string) string {
+	ctx, cancel := context.WithTimeout(ctx, leaseReadTime)
+	defer cancel()
+	candidates := m.s.Instances(binary)
+	l, err := m.s.Kube.CoordinationV1().Leases(stack.OperatorNamespace).Get(ctx, "aicr-"+binary, metav1.GetOptions{})
+	if err == nil && l.Spec.HolderIdentity != nil && slices.Contains(candidates, *l.Spec.HolderIdentity) {
+		return *l.Spec.HolderIdentity
+	}
+	return m.pick(candidates)
+}
+
+// killInstance SIGKILLs instance, leaves it down 0-1 s and starts it again.
+func (m *monkey) killInstance(ctx context.Context, f *fault, instance string) error {
+	defer m.lock(instance)()
+	f.target = instance
+	f.injected = time.Now()
+	if err := m.s.StopBinary(instance, true); err != nil {
+		return err
+	}
+	pause(ctx, m.between(0, time.Second))
+	return m.restart(ctx, f, instance)
+}
+
+func (m *monkey) restart(ctx context.Context, f *fault, instance string) error {
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	err := m.s.StartBinary(ctx, instance)
+	f.restored = time.Now()
+	if err != nil {
+		return fmt.Errorf("start %s again: %w", instance, err)
+	}
+	return nil
+}
+
+// pauseInstance SIGSTOPs instance for hold, then SIGCONTs it.
+func (m *monkey) pauseInstance(f *fault, instance string, hold time.Duration) error {
+	defer m.lock(instance)()
+	f.target = instance
+	f.injected = time.Now()
+	if err := m.s.Signal(instance, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pause(context.Background(), hold)
+	err := m.s.Signal(instance, syscall.SIGCONT)
+	f.restored = time.Now()
+	return err
+}
+
+func killReplica(binary string) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		return m.killInstance(ctx, f, m.pick(m.s.Instances(binary)))
+	}
+}
+
+// pauseReplica pauses a replica for lo to hi: long enough for its unacknowledged commands to be
+// redelivered to the other one, which it then races when it wakes.
+func pauseReplica(binary string, lo, hi time.Duration) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		return m.pauseInstance(f, m.pick(m.s.Instances(binary)), m.between(lo, hi))
+	}
+}
+
+func killLeader(binary string) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		return m.killInstance(ctx, f, m.leader(ctx, binary))
+	}
+}
+
+// pauseLeader pauses the leader past its lease's expiry, so another candidate takes over while
+// it sleeps; woken, it must not write (kubeaudit_test.go) and exits once it sees the lease lost.
+func pauseLeader(binary string) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		instance := m.leader(ctx, binary)
+		// The other candidate takes the lease up to a retry period after it expires.
+		hold := m.lease + retryPeriod + m.between(500*time.Millisecond, 2500*time.Millisecond)
+		m.expect(instance, time.Now(), time.Now().Add(hold+exitGrace))
+		err := m.pauseInstance(f, instance, hold)
+		f.ref = f.injected.Add(m.lease)
+		return err
+	}
+}
+
+func killNATS(cluster bool) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		node := m.pick(m.s.NATSNodes())
+		defer m.lock(node)()
+		f.target = node
+		f.injected = time.Now()
+		if err := m.s.KillNATS(node); err != nil {
+			return err
+		}
+		pause(ctx, m.between(0, 2*time.Second))
+		ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+		defer cancel()
+		err := m.s.StartNATS(ctx, node)
+		f.restored = time.Now()
+		if !cluster {
+			f.ref = f.restored
+		}
+		return err
+	}
+}
+
+// partitionNATS cuts a cluster node off from its peers and clients for 1-6 s.
+func partitionNATS(ctx context.Context, m *monkey, f *fault) error {
+	node := m.pick(m.s.NATSNodes())
+	defer m.lock(node)()
+	f.target = node
+	f.injected = time.Now()
+	if err := m.s.PartitionNATS(node); err != nil {
+		return err
+	}
+	pause(ctx, m.between(time.Second, 6*time.Second))
+	err := m.s.HealNATS(node)
+	f.restored = time.Now()
+	return err
+}
+
+// killEnv SIGKILLs etcd or the kube-apiserver, leaves it down 0-1 s and starts it again. The
+// leaders may lose their leases meanwhile and exit by design.
+func killEnv(name string) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		defer m.lock(name)()
+		f.target = name
+		f.injected = time.Now()
+		// Leaders may exit from the moment their renewals fail until they renewed again: the
+		// window opens now, for as long as the restart may take, and ends once it is known.
+		w := m.expect("", f.injected, f.injected.Add(restartTimeout+m.lease+exitGrace))
+		if err := m.s.KillEnv(name); err != nil {
+			return err
+		}
+		pause(ctx, m.between(0, time.Second))
+		ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+		defer cancel()
+		err := m.s.StartEnv(ctx, name)
+		f.restored = time.Now()
+		f.ref = f.restored
+		m.until(w, f.restored.Add(m.lease+exitGrace))
+		return err
+	}
+}
+
+// killEngine stops the fake Argo CD application controller for 0-3 s; the new one lists again.
+func killEngine(ctx context.Context, m *monkey, f *fault) error {
+	defer m.lock(engineProcess)()
+	f.target = engineProcess
+	f.injected = time.Now()
+	m.engine.stop()
+	pause(ctx, m.between(0, 3*time.Second))
+	err := m.engine.start()
+	f.restored = time.Now()
+	f.ref = f.restored
+	return err
+}
+
+// supervise plays the kubelet until ctx ends: every process that exited by itself is started
+// again, and reported unless a fault explains the exit.
+func (m *monkey) supervise(ctx context.Context) {
+	t := time.NewTicker(superviseEvery)
+	defer t.Stop()
+	for {
+		m.superviseOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *monkey) superviseOnce(ctx context.Context) {
+	var names []string
+	for _, b := range stack.Binaries {
+		names = append(names, m.s.Instances(b)...)
+	}
+	for _, name := range append(names, m.s.NATSNodes()...) {
+		unlock, ok := m.tryLock(name)
+		if !ok {
+			continue // a fault holds it
+		}
+		if m.s.Crashed(name) {
+			m.restartExited(ctx, name)
+		}
+		unlock()
+	}
+	for _, name := range []string{testenv.ProcEtcd, testenv.ProcAPIServer} {
+		unlock, ok := m.tryLock(name)
+		if !ok {
+			continue
+		}
+		if !m.s.EnvAlive(name) {
+			m.violate("%s exited by itself (see its log)", name)
+			sctx, cancel := context.WithTimeout(ctx, restartTimeout)
+			if err := m.s.StartEnv(sctx, name); err != nil {
+				m.violate("start %s again: %v", name, err)
+			}
+			cancel()
+		}
+		unlock()
+	}
+}
+
+// restartExited starts an instance that exited by itself again, after deciding whether a fault
+// explains it: a leader-elected process whose last words are a lost lease, within a window.
+func (m *monkey) restartExited(ctx context.Context, name string) {
+	status := m.s.ExitStatus(name)
+	last := lastLines(m.s.LogPath(name), 3)
+	now := time.Now()
+	byDesign := false
+	if slices.Contains(leaderElected, stack.BinaryOf(name)) && len(last) > 0 && strings.Contains(last[len(last)-1], "lost leadership of lease") {
+		m.mu.Lock()
+		for _, w := range m.expected {
+			if (w.who == "" || w.who == name) && !now.Before(w.from) && !now.After(w.to) {
+				byDesign = true
+			}
+		}
+		m.mu.Unlock()
+	}
+	if byDesign {
+		m.mu.Lock()
+		m.exits++
+		m.mu.Unlock()
+	} else {
+		m.violate("%s exited by itself (%s), not because of a fault; its last lines:\n  %s", name, status, strings.Join(last, "\n  "))
+	}
+	_ = m.s.StopBinary(name, true)
+	sctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	var err error
+	if slices.Contains(m.s.NATSNodes(), name) {
+		err = m.s.StartNATS(sctx, name)
+	} else {
+		err = m.s.StartBinary(sctx, name)
+	}
+	if err != nil {
+		m.violate("start %s again: %v", name, err)
+	}
+}
+
+// counts returns the faults injected per kind.
+func (m *monkey) counts() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for _, k := range m.kinds {
+		out[k.name] = 0
+	}
+	for _, f := range m.faults {
+		out[f.kind]++
+	}
+	return out
+}
+
+// short says how many faults were injected so far.
+func (m *monkey) short() string {
+	c := m.counts()
+	total := 0
+	for _, n := range c {
+		total += n
+	}
+	return fmt.Sprintf("%d faults", total)
+}
+
+// below returns the kinds injected fewer than min times.
+func (m *monkey) below(min int) []string {
+	var out []string
+	for k, n := range m.counts() {
+		if n < min {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// report prints the faults by kind with the stall each caused the rollout in flight (stallOf).
+func (m *monkey) report(logf func(string, ...any), progress []progressEvent, windows [][2]time.Time) {
+	m.mu.Lock()
+	faults := slices.Clone(m.faults)
+	exits, kinds := m.exits, m.kinds
+	m.mu.Unlock()
+	stalls := map[string][]time.Duration{}
+	counts := map[string]int{}
+	cut := map[string]int{}
+	doubles := 0
+	for i, f := range faults {
+		counts[f.kind]++
+		if f.double {
+			doubles++
+		}
+		// The next fault (not f's partner of two at once) ends what can be blamed on f.
+		until := time.Time{}
+		for _, g := range faults[i+1:] {
+			if g.injected.After(f.injected) {
+				until = g.injected
+				break
+			}
+		}
+		d, ok, censored := stallOf(f, progress, windows, until)
+		if ok {
+			stalls[f.kind] = append(stalls[f.kind], d)
+		}
+		if censored {
+			cut[f.kind]++
+		}
+	}
+	logf("faults injected: %d (%d of them two at once); %d exits by design (a leader's lost lease) started again", len(faults), doubles, exits)
+	logf("  %-36s %8s %8s %4s   %s", "kind", "injected", "measured", "cut", "stall of the rollout in flight: p50 / p99 / max")
+	for _, k := range kinds {
+		s := stalls[k.name]
+		line := fmt.Sprintf("  %-36s %8d %8d %4d", k.name, counts[k.name], len(s), cut[k.name])
+		if len(s) > 0 {
+			slices.Sort(s)
+			p99 := percentile(s, 0.99)
+			line += fmt.Sprintf("   %s / %s / %s", percentile(s, 0.5).Round(10*time.Millisecond), p99.Round(10*time.Millisecond), s[len(s)-1].Round(10*time.Millisecond))
+			if p99 > stallTarget {
+				line += fmt.Sprintf("  (p99 above the %s target)", stallTarget)
+			}
+		}
+		logf("%s", line)
+	}
+	logf("  (cut: measurements that the next fault ended before the rollout moved again; they count as lower bounds)")
+}
+
+// stallOf is how long the rollouts stopped progressing because of f: the longest span without
+// progress (a rollout's phase or a step's state changing, or a rollout's bundle being applied)
+// that ends after f.ref and begins before the fault ended, counted from f.ref at the earliest
+// and until the next fault's injection at the latest (censored then). Only spans within a
+// rollout count (windows: from its bundle's apply to its end), and none that begins while a
+// rollout waits for a person's approval. It reports false when no rollout was in flight
+// around the fault.
+func stallOf(f *fault, progress []progressEvent, windows [][2]time.Time, until time.Time) (d time.Duration, measured, censored bool) {
+	events := slices.Clone(progress)
+	for _, w := range windows {
+		events = append(events, progressEvent{at: w[0]})
+	}
+	slices.SortFunc(events, func(a, b progressEvent) int { return a.at.Compare(b.at) })
+	end := f.restored
+	if end.Before(f.ref) {
+		end = f.ref
+	}
+	for i := 0; i+1 < len(events); i++ {
+		from, to := events[i], events[i+1]
+		if from.waiting || !to.at.After(f.ref) || !from.at.Before(end) || !sameWindow(windows, from.at, to.at) {
+			continue
+		}
+		start := from.at
+		if start.Before(f.ref) {
+			start = f.ref
+		}
+		stop, cut := to.at, false
+		if !until.IsZero() && until.Before(stop) {
+			stop, cut = until, true
+		}
+		if !stop.After(start) {
+			continue
+		}
+		measured = true
+		if gap := stop.Sub(start); gap > d {
+			d, censored = gap, cut
+		}
+	}
+	return d, measured, censored
+}
+
+// sameWindow reports whether a and b fall in one window.
+func sameWindow(windows [][2]time.Time, a, b time.Time) bool {
+	for _, w := range windows {
+		if !a.Before(w[0]) && !b.After(w[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// percentile of sorted durations (nearest rank).
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(float64(len(sorted))*p+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// engineRunner runs the fake Argo CD application controller, and stops and starts it again for
+// the fault kill-argocd-application-controller.
+type engineRunner struct {
+	s *stack.Stack
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	cur     *engine
+	writes  int
+	relists int
+	starts  int
+}
+
+func (r *engineRunner) start() error {
+	e, err := newEngine(r.s)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.run(ctx) }()
+	r.mu.Lock()
+	r.cancel, r.done, r.cur = cancel, done, e
+	r.starts++
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *engineRunner) stop() {
+	r.mu.Lock()
+	cancel, done, e := r.cancel, r.done, r.cur
+	r.cancel, r.cur = nil, nil
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	r.mu.Lock()
+	r.writes += e.writes
+	r.relists += e.relists
+	r.mu.Unlock()
+}
