@@ -130,7 +130,12 @@ func newLogger(o Options, name string, out *os.File) (zerolog.Logger, error) {
 	if out == nil {
 		out = os.Stderr
 	}
-	return logging.New(out, o.LogFormat, o.LogLevel, name)
+	l, err := logging.New(out, o.LogFormat, o.LogLevel, name)
+	if err != nil {
+		return l, err
+	}
+	logging.RouteLibraries(l)
+	return l, nil
 }
 
 // KubeConfig loads a kubeconfig file, or the in-cluster configuration when path is empty, and
