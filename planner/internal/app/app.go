@@ -103,6 +103,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	recorder, stopEvents := controller.NewRecorder(base.KubeClient, o.Identity)
+	defer stopEvents()
 	g, gctx := errgroup.WithContext(ctx)
 	if _, _, err := base.Serve(gctx, g); err != nil {
 		return err
@@ -120,7 +122,7 @@ func Run(ctx context.Context, o Options) error {
 			}
 			ctrl := controller.New(controller.Config{
 				Name: Name, Namespace: o.Namespace, EngineNamespace: o.EngineNamespace,
-				Identities: o.Identities(), Workers: o.Workers,
+				Identities: o.Identities(), Workers: o.Workers, Recorder: recorder,
 			}, kube, bus.NewPublisher(base.JS, Name))
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
