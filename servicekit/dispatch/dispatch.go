@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
@@ -81,31 +80,6 @@ func (e *NotYetError) Error() string { return "not yet: " + e.Why }
 // NotYet returns a NotYetError.
 func NotYet(after time.Duration, format string, args ...any) error {
 	return &NotYetError{After: after, Why: fmt.Sprintf(format, args...)}
-}
-
-// Metrics counts what the dispatch loop does.
-type Metrics struct {
-	handled  *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-}
-
-// NewMetrics registers the dispatch metrics under namespace (the binary's Name) with reg.
-func NewMetrics(reg prometheus.Registerer, namespace string) *Metrics {
-	m := &Metrics{
-		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "bus", Name: "messages_total",
-			Help: "Messages handled, by type and result (ack, nak, retry, term, ignored).",
-		}, []string{"type", "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: "bus", Name: "handle_seconds",
-			Help:    "Time spent in a handler, by type.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"type"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.handled, m.duration)
-	}
-	return m
 }
 
 // Backoff returns the redelivery delay for the n-th delivery (1-based): 250ms doubling,
@@ -181,7 +155,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	log := logging.From(ctx).With().Str(logging.KeySubject, m.Subject).Uint64(logging.KeyDelivered, m.Delivered).Logger()
 	if err := json.Unmarshal(m.Data, &h); err != nil || h.Type == "" {
 		log.Error().Err(err).Msg("drop undecodable message")
-		d.count("unknown", "term", 0)
+		d.count("unknown", "term", m.Delivered, 0)
 		_ = msg.Term()
 		return
 	}
@@ -190,7 +164,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 	handler, ok := d.Routes[h.Type]
 	if !ok {
 		log.Debug().Msg("ignore message without a route")
-		d.count(h.Type, "ignored", 0)
+		d.count(h.Type, "ignored", m.Delivered, 0)
 		_ = msg.Ack()
 		return
 	}
@@ -204,15 +178,15 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 		if aerr := msg.Ack(); aerr != nil {
 			log.Warn().Err(aerr).Msg("acknowledge message")
 		}
-		d.count(h.Type, "ack", elapsed)
+		d.count(h.Type, "ack", m.Delivered, elapsed)
 	case errors.As(err, &notYet):
 		log.Debug().Str(logging.KeyReason, notYet.Why).Dur(logging.KeyDuration, notYet.After).Msg("redeliver later")
 		_ = msg.NakWithDelay(notYet.After)
-		d.count(h.Type, "retry", elapsed)
+		d.count(h.Type, "retry", m.Delivered, elapsed)
 	case IsTerminal(err):
 		log.Error().Err(err).Msg("drop message")
 		_ = msg.Term()
-		d.count(h.Type, "term", elapsed)
+		d.count(h.Type, "term", m.Delivered, elapsed)
 	default:
 		if ctx.Err() != nil { // shutting down: let it be redelivered, quietly
 			_ = msg.Nak()
@@ -221,7 +195,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg) {
 		delay := Backoff(m.Delivered)
 		log.Warn().Err(err).Dur(logging.KeyDuration, delay).Msg("handle message, will retry")
 		_ = msg.NakWithDelay(delay)
-		d.count(h.Type, "nak", elapsed)
+		d.count(h.Type, "nak", m.Delivered, elapsed)
 	}
 }
 
@@ -236,11 +210,14 @@ func safeCall(ctx context.Context, h Handler, m *Message) (err error) {
 	return h(ctx, m)
 }
 
-func (d *Dispatcher) count(typ, result string, elapsed time.Duration) {
+func (d *Dispatcher) count(typ, result string, delivered uint64, elapsed time.Duration) {
 	if d.Metrics == nil {
 		return
 	}
 	d.Metrics.handled.WithLabelValues(typ, result).Inc()
+	if delivered > 1 {
+		d.Metrics.redelivered.WithLabelValues(typ).Inc()
+	}
 	if elapsed > 0 {
 		d.Metrics.duration.WithLabelValues(typ).Observe(elapsed.Seconds())
 	}

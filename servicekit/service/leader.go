@@ -58,6 +58,8 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 				started = true
 				mu.Unlock()
 				b.Log.Info().Str("identity", b.opts.Identity).Msg("became leader")
+				b.leading.Store(1)
+				defer b.leading.Store(0)
 				defer close(workDone)
 				if workErr = work(lctx); workErr != nil {
 					cancel()

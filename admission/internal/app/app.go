@@ -111,8 +111,8 @@ func Run(ctx context.Context, o Options) error {
 		EngineNamespace:    o.EngineNamespace,
 		Bundles:            configMaps{base.KubeClient},
 	})
-	recorder := audit.NewRecorder(bus.NewPublisher(base.JS, Name), base.Registry, Name)
-	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Registry, Name), base.Log)
+	recorder := audit.NewRecorder(base.Publisher(), base.Metrics, Name)
+	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Metrics, Name), base.Log)
 	srv, err := webhook.Listen(o.WebhookAddr, certs.ServerConfig(reloader), handler)
 	if err != nil {
 		return err

@@ -56,6 +56,8 @@ type Config struct {
 	// Recorder records the Events on runtimes and rollouts (NewRecorder); none are recorded
 	// when nil.
 	Recorder record.EventRecorder
+	// Metrics are the planner's metrics (NewMetrics); unregistered ones when nil.
+	Metrics *Metrics
 }
 
 // Controller makes the planner's decisions for every ClusterRuntime.
@@ -100,11 +102,16 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	if cfg.Recorder == nil {
 		cfg.Recorder = discard{}
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name, Clock: cfg.Clock},
 	)
 	cs := newCachedStore(store)
+	runtimes := cs.cachedRuntimes
+	cfg.Metrics.runtimes.Store(&runtimes)
 	return &Controller{
 		cfg: cfg, store: cs, cache: cs, pub: pub, queue: q,
 		plans: plan.NewCache(func(ctx context.Context, name string) (*corev1.ConfigMap, error) {

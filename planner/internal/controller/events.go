@@ -81,8 +81,9 @@ func (c *Controller) rolloutEvent(r *v1alpha1.RuntimeRollout, ev rollout.Event) 
 
 // recordChanges records what a rollout status write changed: an Event on the rollout for each
 // step that started, succeeded, failed, blocked or awaits approval, and at the rollout's end an
-// Event on the rollout and on its runtime.
+// Event on the rollout and on its runtime; and the step and rollout metrics.
 func (c *Controller) recordChanges(ctx context.Context, rt *v1alpha1.ClusterRuntime, before *v1alpha1.RuntimeRolloutStatus, after *v1alpha1.RuntimeRollout) {
+	c.cfg.Metrics.observeChanges(before, after)
 	for _, ch := range rollout.StepChanges(before, &after.Status) {
 		if ev, ok := rollout.StepEvent(ch, len(after.Status.Steps)); ok {
 			c.rolloutEvent(after, ev)

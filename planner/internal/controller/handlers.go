@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -27,6 +28,9 @@ func (c *Controller) handleVerdict(ctx context.Context, m *dispatch.Message) err
 	name, _, ok := rollout.ParseStepID(v.StepID)
 	if !ok {
 		return nil // a repair's verdict: nothing waits for it
+	}
+	if v.Ready {
+		ctx = withVerdictReceived(ctx, time.Now())
 	}
 	now := c.cfg.Clock.Now()
 	observe := func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) { rollout.ObserveVerdict(r, &v, now) }

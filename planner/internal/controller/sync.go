@@ -666,6 +666,7 @@ func (c *Controller) publishNew(ctx context.Context, subject, id string, m bus.E
 	if err := c.pub.Publish(ctx, subject, id, m); err != nil {
 		return false, err
 	}
+	c.cfg.Metrics.observeAdvance(ctx)
 	c.mu.Lock()
 	if len(c.published) > 100000 { // bound memory; a republish is harmless
 		c.published = map[string]bool{}
