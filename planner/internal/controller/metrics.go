@@ -67,6 +67,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 16), // 1 s to about 9 h
 		}, []string{"outcome"}),
 	}
+	// Every known label value starts at zero, so a rate or an alert works before the first
+	// event (and a dashboard's series exist from the start).
+	for _, a := range []v1alpha1.StepAction{v1alpha1.ActionInstall, v1alpha1.ActionUpgrade, v1alpha1.ActionApply, v1alpha1.ActionRemove} {
+		action := string(a)
+		m.stepsStarted.WithLabelValues(action)
+		m.stepsSucceeded.WithLabelValues(action)
+		for _, reason := range []string{v1alpha1.OutcomeFailed, v1alpha1.OutcomeExpired, v1alpha1.OutcomeRevoked} {
+			m.stepsFailed.WithLabelValues(action, reason)
+		}
+		m.stepDuration.WithLabelValues(action, "succeeded")
+		m.stepDuration.WithLabelValues(action, "failed")
+	}
+	for _, o := range []string{v1alpha1.OutcomeSucceeded, v1alpha1.OutcomeFailed, v1alpha1.OutcomeExpired, v1alpha1.OutcomeRevoked, v1alpha1.OutcomeSuperseded} {
+		m.rollouts.WithLabelValues(o)
+		m.rolloutDuration.WithLabelValues(o)
+	}
 	if reg != nil {
 		reg.MustRegister(m.stepsStarted, m.stepsSucceeded, m.stepsFailed, m.stepDuration, m.stepAdvance,
 			m.rollouts, m.rolloutDuration, &runtimeCollector{m: m})

@@ -44,27 +44,26 @@ func TestMetricsObserveChanges(t *testing.T) {
 		m.observeChanges(&before, r)
 		before = w
 	}
-	want := `
-# HELP aicr_planner_steps_started_total Rollout steps started (their command published for the first time), by action.
-# TYPE aicr_planner_steps_started_total counter
-aicr_planner_steps_started_total{action="Install"} 1
-aicr_planner_steps_started_total{action="Upgrade"} 1
-# HELP aicr_planner_steps_succeeded_total Rollout steps judged ready at their revision (or removed), by action.
-# TYPE aicr_planner_steps_succeeded_total counter
-aicr_planner_steps_succeeded_total{action="Install"} 1
-# HELP aicr_planner_steps_failed_total Rollout steps failed (action timeout, refused, the rollout ended under them), by action and reason.
-# TYPE aicr_planner_steps_failed_total counter
-aicr_planner_steps_failed_total{action="Upgrade",reason="RolloutFailed"} 1
-# HELP aicr_planner_rollouts_total Rollouts ended, by outcome (RolloutSucceeded, RolloutFailed, RolloutExpired, RolloutRevoked, RolloutSuperseded).
-# TYPE aicr_planner_rollouts_total counter
-aicr_planner_rollouts_total{outcome="RolloutFailed"} 1
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "aicr_planner_steps_started_total", "aicr_planner_steps_succeeded_total",
-		"aicr_planner_steps_failed_total", "aicr_planner_rollouts_total"); err != nil {
-		t.Error(err)
+	counters := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.stepsStarted.WithLabelValues("Install"), 1},
+		{m.stepsStarted.WithLabelValues("Upgrade"), 1}, // once: resuming from Blocked is no start
+		{m.stepsStarted.WithLabelValues("Remove"), 0},  // known, at zero before any Remove
+		{m.stepsSucceeded.WithLabelValues("Install"), 1},
+		{m.stepsSucceeded.WithLabelValues("Upgrade"), 0},
+		{m.stepsFailed.WithLabelValues("Upgrade", v1alpha1.ReasonRolloutFailed), 1},
+		{m.rollouts.WithLabelValues(v1alpha1.OutcomeFailed), 1},
+		{m.rollouts.WithLabelValues(v1alpha1.OutcomeSucceeded), 0},
 	}
-	if n := testutil.CollectAndCount(m.stepDuration); n != 2 {
-		t.Errorf("%d step duration series, want succeeded Install and failed Upgrade", n)
+	for i, c := range counters {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("counter %d = %v, want %v", i, got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "aicr_planner_rollouts_total"); err != nil || n != 5 {
+		t.Errorf("%d rollout outcome series (%v), want all five from the start", n, err)
 	}
 	if got := sampleSum(t, reg, "aicr_planner_rollout_duration_seconds"); got != 900 {
 		t.Errorf("rollout duration sum %v, want 900", got)

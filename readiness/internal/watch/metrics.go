@@ -7,7 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // metricsNamespace is readiness's metric namespace: aicr_readiness_* with the binary's prefix.
@@ -53,6 +55,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from Argo CD's reconcile of an Application (status.reconciledAt, one-second precision) to readiness judging it.",
 			Buckets: []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300},
 		}),
+	}
+	// Every known label value starts at zero (rates and alerts work before the first event).
+	for _, r := range []string{resultReady, resultNotReady, resultFailed} {
+		m.verdicts.WithLabelValues(r)
+	}
+	for _, f := range []string{v1alpha1.FenceComparedToSpec, v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep,
+		v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition, v1alpha1.FenceGateSynced} {
+		for _, st := range []v1alpha1.FenceState{v1alpha1.FencePassed, v1alpha1.FenceOpen, v1alpha1.FenceFailed} {
+			m.fences.WithLabelValues(f, string(st))
+		}
+	}
+	for _, k := range []string{bus.DriftSource, bus.DriftValues, bus.DriftDestination, bus.DriftOther, bus.DriftAutoSyncDisabled,
+		bus.DriftFinalizerAdded, bus.DriftDeleted, driftCleared} {
+		m.drift.WithLabelValues(k)
 	}
 	if reg != nil {
 		reg.MustRegister(m.verdicts, m.fences, m.drift, m.lag, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

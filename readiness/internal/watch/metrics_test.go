@@ -25,24 +25,28 @@ func TestMetrics(t *testing.T) {
 	m.observeVerdict(fences.Verdict{Failed: true})
 	m.observeDrift([]string{bus.DriftValues, bus.DriftAutoSyncDisabled})
 	m.observeDrift(nil)
-	want := `
-# HELP aicr_readiness_verdicts_total Verdicts published, by result (ready, not_ready, failed: a fence failed and will not pass without a change).
-# TYPE aicr_readiness_verdicts_total counter
-aicr_readiness_verdicts_total{result="failed"} 1
-aicr_readiness_verdicts_total{result="not_ready"} 1
-aicr_readiness_verdicts_total{result="ready"} 1
-# HELP aicr_readiness_verdict_fences_total Fences of the verdicts published, by fence and state (Passed, Open, Failed).
-# TYPE aicr_readiness_verdict_fences_total counter
-aicr_readiness_verdict_fences_total{fence="Healthy",state="Passed"} 2
-aicr_readiness_verdict_fences_total{fence="SyncedAtRevision",state="Open"} 1
-# HELP aicr_readiness_drift_reports_total Drift reports published, by drift kind (Source, Values, Destination, Other, AutoSyncDisabled, FinalizerAdded, Deleted; Cleared when the drift is gone).
-# TYPE aicr_readiness_drift_reports_total counter
-aicr_readiness_drift_reports_total{kind="AutoSyncDisabled"} 1
-aicr_readiness_drift_reports_total{kind="Cleared"} 1
-aicr_readiness_drift_reports_total{kind="Values"} 1
-`
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "aicr_readiness_verdicts_total", "aicr_readiness_verdict_fences_total", "aicr_readiness_drift_reports_total"); err != nil {
-		t.Error(err)
+	counters := []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{m.verdicts.WithLabelValues("ready"), 1},
+		{m.verdicts.WithLabelValues("not_ready"), 1},
+		{m.verdicts.WithLabelValues("failed"), 1},
+		{m.fences.WithLabelValues(v1alpha1.FenceHealthy, "Passed"), 2},
+		{m.fences.WithLabelValues(v1alpha1.FenceSyncedAtRevision, "Open"), 1},
+		{m.fences.WithLabelValues(v1alpha1.FenceGateSynced, "Failed"), 0}, // known, at zero
+		{m.drift.WithLabelValues(bus.DriftValues), 1},
+		{m.drift.WithLabelValues(bus.DriftAutoSyncDisabled), 1},
+		{m.drift.WithLabelValues("Cleared"), 1},
+		{m.drift.WithLabelValues(bus.DriftDeleted), 0},
+	}
+	for i, c := range counters {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("counter %d = %v, want %v", i, got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "aicr_readiness_verdict_fences_total"); err != nil || n != 18 {
+		t.Errorf("%d fence series (%v), want six fences by three states from the start", n, err)
 	}
 
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
