@@ -102,10 +102,15 @@ tidy: ## go mod tidy every module, then go work sync
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done; go work sync
 
 .PHONY: chart-lint
-chart-lint: ## helm lint and helm template the aicr-operator chart
+chart-lint: ## helm lint and helm template the aicr-operator chart, and every example values file under deploy/ against its schema
 	@helm=$$(hack/tools.sh bindir helm)/helm; chart=deploy/charts/aicr-operator; \
 	$$helm lint $$chart --strict --kube-version 1.34.0 --set registry.repository=registry.example.com/aicr; \
 	$$helm template aicr-operator $$chart -n aicr-system --kube-version 1.34.0 --set registry.repository=registry.example.com/aicr >/dev/null; \
+	for f in $$(find deploy -name '*.yaml' -path '*/values/*' | sort); do \
+	  $$helm lint $$chart --strict --kube-version 1.34.0 -f $$f >/dev/null || { echo "chart-lint: $$f does not meet values.schema.json:"; $$helm lint $$chart --strict --kube-version 1.34.0 -f $$f; exit 1; }; \
+	  $$helm template aicr-operator $$chart -n aicr-system --kube-version 1.34.0 -f $$f >/dev/null; \
+	  echo "chart-lint: $$f ok"; \
+	done; \
 	echo "chart-lint: ok"
 
 .PHONY: images

@@ -320,6 +320,9 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	for name, set := range map[string][]string{
 		"static credentials, one NATS server": nil,
 		"aws credentials, NATS cluster":       {"registry.auth=aws", "nats.replicas=3", "bundleNamespaces={bundles}"},
+		"network policies, PDBs, spread, the dashboard": {"registry.auth=aws", "networkPolicy.enabled=true", "planner.replicas=2",
+			"networkPolicy.apiServerCIDRs={10.96.0.1/32}", "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+			"metrics.grafanaDashboard.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if slices.Contains(set, "bundleNamespaces={bundles}") {

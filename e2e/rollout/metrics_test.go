@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -157,6 +160,36 @@ func TestEveryBinaryReportsTheRollout(t *testing.T) {
 			}
 		})
 	}
+	// Every metric the chart's dashboard and alerts read is one the running binaries export.
+	exported := stack.Metrics{}
+	for _, binary := range stack.Binaries {
+		m, err := s.Scrape(t.Context(), binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(exported, m)
+	}
+	root, err := stack.ChartsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(filepath.Dir(filepath.Dir(root)), "deploy", "charts", "aicr-operator")
+	for _, f := range []string{filepath.Join(chart, "files", "dashboards", "aicr-operator.json"), filepath.Join(chart, "templates", "prometheusrule.yaml")} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := regexp.MustCompile(`\baicr_[a-z0-9_]+\b`).FindAllString(string(raw), -1)
+		if len(names) == 0 {
+			t.Errorf("%s names no aicr_ metric", filepath.Base(f))
+		}
+		for _, n := range names {
+			if !exported.Has(n) {
+				t.Errorf("%s reads %s, which no binary exports", filepath.Base(f), n)
+			}
+		}
+	}
+
 	// The latency of advancing from a verdict to the next command is the planner's own work: a
 	// few milliseconds, far below a step's duration.
 	m, err := s.Scrape(t.Context(), "planner")

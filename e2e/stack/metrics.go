@@ -56,6 +56,20 @@ func (s *Stack) Scrape(ctx context.Context, binary string) (Metrics, error) {
 	return Metrics(mfs), nil
 }
 
+// Has reports whether a sample name is exported: a family, or a histogram's name_bucket,
+// name_sum or name_count.
+func (m Metrics) Has(name string) bool {
+	if m[name] != nil {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && m[base] != nil && m[base].GetType() == dto.MetricType_HISTOGRAM {
+			return true
+		}
+	}
+	return false
+}
+
 // Sum adds up the samples of name whose labels include every pair of match: a counter's or a
 // gauge's value, a histogram's count (with name_count) or sum (name_sum). ok is false when no
 // sample matched.

@@ -115,6 +115,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if workers < 1 {
 		workers = 1
 	}
+	d.Metrics.declare(d.Routes)
 	iter, err := d.Consumer.Messages(jetstream.PullMaxMessages(2 * workers))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)

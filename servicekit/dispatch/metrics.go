@@ -67,6 +67,18 @@ func NewMetrics(reg prometheus.Registerer, binary string) *Metrics {
 	return m
 }
 
+// declare starts the counters of every routed message type at zero, so a rate or an alert on
+// them works before the first message (or the first redelivery).
+func (m *Metrics) declare(routes Routes) {
+	if m == nil {
+		return
+	}
+	for typ := range routes {
+		m.handled.WithLabelValues(typ, "ack")
+		m.redelivered.WithLabelValues(typ)
+	}
+}
+
 // WatchConsumer adds the durable consumer's pending, ack-pending and redelivered counts, read
 // from JetStream at each scrape (a scrape that cannot read them leaves them out). Watching the
 // same consumer again is a no-op.
