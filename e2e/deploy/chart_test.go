@@ -377,8 +377,10 @@ func TestChartRBAC(t *testing.T) {
 			{"list", "", "configmaps", "", ops, ""},
 			{"create", "coordination.k8s.io", "leases", "", ops, ""},
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryPlanner)},
-			// Events about the cluster-scoped ClusterRuntime live in "default".
+			// Events about the cluster-scoped ClusterRuntime and RuntimeRollouts live in "default";
+			// the recorder patches the count of a repeated one.
 			{"create", "", "events", "", "default", ""},
+			{"patch", "", "events", "", "default", ""},
 		},
 		"applier": {
 			{"get", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},

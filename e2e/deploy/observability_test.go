@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -45,7 +46,7 @@ func family(name string, histograms map[string]bool) string {
 // aicr_<binary>_ prefix of the metric named before them.
 func documentedMetrics(t *testing.T) (names, histograms map[string]bool) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "observability.md"))
+	raw, err := os.ReadFile(filepath.Join(charttest.RepoRoot(t), "docs", "observability.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +161,9 @@ func balanced(expr string) bool {
 // (what the binaries export; e2e/rollout scrapes the same names from the running binaries), and
 // each expression is well bracketed.
 func TestDashboardAndAlertsReadDocumentedMetrics(t *testing.T) {
-	objs := mustRender(t, "metrics.grafanaDashboard.enabled=true", "metrics.prometheusRule.enabled=true")
-	cm := find(objs, "ConfigMap", v1alpha1.ReleaseName+"-dashboard")
-	pr := find(objs, "PrometheusRule", v1alpha1.ReleaseName)
+	objs := charttest.MustRender(t, "metrics.grafanaDashboard.enabled=true", "metrics.prometheusRule.enabled=true")
+	cm := charttest.Find(objs, "ConfigMap", v1alpha1.ReleaseName+"-dashboard")
+	pr := charttest.Find(objs, "PrometheusRule", v1alpha1.ReleaseName)
 	if cm == nil || pr == nil {
 		t.Fatalf("dashboard ConfigMap %v, PrometheusRule %v: want both", cm != nil, pr != nil)
 	}
@@ -206,9 +207,9 @@ func TestDashboardAndAlertsReadDocumentedMetrics(t *testing.T) {
 func TestChartObservabilityAndProductionExtras(t *testing.T) {
 	label := func(o *unstructured.Unstructured, k string) string { return o.GetLabels()[k] }
 	t.Run("by default: a metrics Service per binary, PDBs and spread for the two-replica binaries only", func(t *testing.T) {
-		objs := mustRender(t)
+		objs := charttest.MustRender(t)
 		for _, b := range binaries {
-			svc := find(objs, "Service", v1alpha1.ReleaseName+"-"+b+"-metrics")
+			svc := charttest.Find(objs, "Service", v1alpha1.ReleaseName+"-"+b+"-metrics")
 			if svc == nil {
 				t.Errorf("no metrics Service for %s", b)
 				continue
@@ -220,7 +221,7 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 				t.Errorf("metrics Service of %s: ports %v, selector %v, labels %v", b, ports, sel, svc.GetLabels())
 			}
 			multi := b == "applier" || b == "admission" // the chart's defaults: two replicas
-			pdb := find(objs, "PodDisruptionBudget", v1alpha1.ReleaseName+"-"+b)
+			pdb := charttest.Find(objs, "PodDisruptionBudget", v1alpha1.ReleaseName+"-"+b)
 			if (pdb != nil) != multi {
 				t.Errorf("%s: PodDisruptionBudget %v, want %v", b, pdb != nil, multi)
 			}
@@ -229,7 +230,7 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 					t.Errorf("%s: maxUnavailable %v, want 1", b, mu)
 				}
 			}
-			d := find(objs, "Deployment", v1alpha1.ReleaseName+"-"+b)
+			d := charttest.Find(objs, "Deployment", v1alpha1.ReleaseName+"-"+b)
 			tsc, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "topologySpreadConstraints")
 			if multi != (len(tsc) == 2) {
 				t.Errorf("%s: %d topology spread constraints, want %d", b, len(tsc), map[bool]int{true: 2, false: 0}[multi])
@@ -242,27 +243,27 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 				}
 			}
 		}
-		if find(objs, "ConfigMap", v1alpha1.ReleaseName+"-dashboard") != nil {
+		if charttest.Find(objs, "ConfigMap", v1alpha1.ReleaseName+"-dashboard") != nil {
 			t.Error("the dashboard rendered by default")
 		}
 	})
 	t.Run("a ServiceMonitor per binary on its metrics Service, with the extra labels", func(t *testing.T) {
-		objs := mustRender(t, "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom", "metrics.serviceMonitor.interval=15s")
+		objs := charttest.MustRender(t, "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom", "metrics.serviceMonitor.interval=15s")
 		for _, b := range binaries {
-			sm := find(objs, "ServiceMonitor", v1alpha1.ReleaseName+"-"+b)
+			sm := charttest.Find(objs, "ServiceMonitor", v1alpha1.ReleaseName+"-"+b)
 			if sm == nil {
 				t.Errorf("no ServiceMonitor for %s", b)
 				continue
 			}
 			sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
 			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
-			svc := find(objs, "Service", v1alpha1.ReleaseName+"-"+b+"-metrics")
+			svc := charttest.Find(objs, "Service", v1alpha1.ReleaseName+"-"+b+"-metrics")
 			for k, v := range sel {
 				if label(svc, k) != v {
 					t.Errorf("ServiceMonitor %s selects %s=%s, which its metrics Service lacks", b, k, v)
 				}
 			}
-			if wh := find(objs, "Service", v1alpha1.ReleaseName+"-admission"); b == "admission" && wh != nil && label(wh, "operator.aicr.run/metrics") == "true" {
+			if wh := charttest.Find(objs, "Service", v1alpha1.ReleaseName+"-admission"); b == "admission" && wh != nil && label(wh, "operator.aicr.run/metrics") == "true" {
 				t.Error("the webhook's Service carries the metrics label: its ServiceMonitor would scrape it")
 			}
 			ep, _ := eps[0].(map[string]any)
@@ -270,15 +271,15 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 				t.Errorf("ServiceMonitor %s: endpoints %v, labels %v", b, eps, sm.GetLabels())
 			}
 		}
-		if _, err := render(t, v1alpha1.ReleaseName, releaseNamespace, "registry.repository=r.example.com/a", "metrics.serviceMonitor.enabled=true", "metrics.service.enabled=false"); err == nil ||
+		if _, err := charttest.Render(t, v1alpha1.ReleaseName, releaseNamespace, "registry.repository=r.example.com/a", "metrics.serviceMonitor.enabled=true", "metrics.service.enabled=false"); err == nil ||
 			!strings.Contains(err.Error(), "metrics.serviceMonitor.enabled needs metrics.service.enabled") {
 			t.Errorf("a ServiceMonitor without its Service: %v", err)
 		}
 	})
 	t.Run("the alerts, with their thresholds from the values", func(t *testing.T) {
-		objs := mustRender(t, "metrics.prometheusRule.enabled=true", "metrics.prometheusRule.awaitingApprovalSeconds=7200",
+		objs := charttest.MustRender(t, "metrics.prometheusRule.enabled=true", "metrics.prometheusRule.awaitingApprovalSeconds=7200",
 			"metrics.prometheusRule.consumerLagMessages=50", "metrics.prometheusRule.stalledFor=30m", "metrics.prometheusRule.labels.release=prom")
-		pr := find(objs, "PrometheusRule", v1alpha1.ReleaseName)
+		pr := charttest.Find(objs, "PrometheusRule", v1alpha1.ReleaseName)
 		if pr == nil {
 			t.Fatal("no PrometheusRule")
 		}
@@ -314,9 +315,9 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 		}
 	})
 	t.Run("the dashboard for Grafana's sidecar, in the namespace asked for", func(t *testing.T) {
-		objs := mustRender(t, "metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring",
+		objs := charttest.MustRender(t, "metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.namespace=monitoring",
 			"metrics.grafanaDashboard.annotations.grafana_folder=aicr")
-		cm := find(objs, "ConfigMap", v1alpha1.ReleaseName+"-dashboard")
+		cm := charttest.Find(objs, "ConfigMap", v1alpha1.ReleaseName+"-dashboard")
 		if cm == nil {
 			t.Fatal("no dashboard ConfigMap")
 		}
@@ -324,7 +325,7 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 			t.Errorf("dashboard ConfigMap in %s, labels %v, annotations %v", cm.GetNamespace(), cm.GetLabels(), cm.GetAnnotations())
 		}
 		raw, _, _ := unstructured.NestedString(cm.Object, "data", "aicr-operator.json")
-		file, err := os.ReadFile(filepath.Join(chartDir(t), "files", "dashboards", "aicr-operator.json"))
+		file, err := os.ReadFile(filepath.Join(charttest.ChartDir(t), "files", "dashboards", "aicr-operator.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,18 +334,18 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 		}
 	})
 	t.Run("crds.install false renders no CRD", func(t *testing.T) {
-		for _, o := range mustRender(t, "crds.install=false") {
+		for _, o := range charttest.MustRender(t, "crds.install=false") {
 			if o.GetKind() == "CustomResourceDefinition" {
 				t.Errorf("CRD %s rendered with crds.install=false", o.GetName())
 			}
 		}
 	})
 	t.Run("replicas above one get a PDB and spread, whichever binary", func(t *testing.T) {
-		objs := mustRender(t, "planner.replicas=2", "topologySpread.topologyKeys={kubernetes.io/hostname}", "topologySpread.whenUnsatisfiable=DoNotSchedule")
-		if find(objs, "PodDisruptionBudget", v1alpha1.ReleaseName+"-planner") == nil {
+		objs := charttest.MustRender(t, "planner.replicas=2", "topologySpread.topologyKeys={kubernetes.io/hostname}", "topologySpread.whenUnsatisfiable=DoNotSchedule")
+		if charttest.Find(objs, "PodDisruptionBudget", v1alpha1.ReleaseName+"-planner") == nil {
 			t.Error("no PodDisruptionBudget for two planners")
 		}
-		d := find(objs, "Deployment", v1alpha1.ReleaseName+"-planner")
+		d := charttest.Find(objs, "Deployment", v1alpha1.ReleaseName+"-planner")
 		tsc, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "topologySpreadConstraints")
 		want := []any{map[string]any{"maxSkew": int64(1), "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
 			"labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "aicr-operator",
@@ -352,16 +353,16 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 		if !equalJSON(tsc, want) {
 			t.Errorf("planner spread %v", tsc)
 		}
-		for _, o := range mustRender(t, "podDisruptionBudget.enabled=false", "topologySpread.enabled=false") {
+		for _, o := range charttest.MustRender(t, "podDisruptionBudget.enabled=false", "topologySpread.enabled=false") {
 			if o.GetKind() == "PodDisruptionBudget" && o.GetName() != v1alpha1.ReleaseName+"-nats" {
 				t.Errorf("PodDisruptionBudget %s with podDisruptionBudget.enabled=false", o.GetName())
 			}
 		}
 	})
 	t.Run("NetworkPolicies: each binary only its scrape, probes and reviews in; DNS, the API server and NATS out", func(t *testing.T) {
-		objs := mustRender(t, "networkPolicy.enabled=true", "registry.auth.mode=aws", "networkPolicy.apiServerCIDRs={10.96.0.1/32}")
+		objs := charttest.MustRender(t, "networkPolicy.enabled=true", "registry.auth.mode=aws", "networkPolicy.apiServerCIDRs={10.96.0.1/32}")
 		for _, b := range binaries {
-			np := find(objs, "NetworkPolicy", v1alpha1.ReleaseName+"-"+b)
+			np := charttest.Find(objs, "NetworkPolicy", v1alpha1.ReleaseName+"-"+b)
 			if np == nil {
 				t.Errorf("no NetworkPolicy for %s", b)
 				continue
@@ -394,14 +395,14 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 				t.Errorf("%s: egress to the API server not restricted to its CIDR: %v", b, out)
 			}
 		}
-		if find(objs, "NetworkPolicy", v1alpha1.ReleaseName+"-nats") == nil {
+		if charttest.Find(objs, "NetworkPolicy", v1alpha1.ReleaseName+"-nats") == nil {
 			t.Error("no NetworkPolicy for the chart's NATS")
 		}
-		ext := mustRender(t, "networkPolicy.enabled=true", "nats.enabled=false", "nats.url=nats://nats.example.com:4333", "networkPolicy.externalNATSPort=4333")
-		if find(ext, "NetworkPolicy", v1alpha1.ReleaseName+"-nats") != nil {
+		ext := charttest.MustRender(t, "networkPolicy.enabled=true", "nats.enabled=false", "nats.url=nats://nats.example.com:4333", "networkPolicy.externalNATSPort=4333")
+		if charttest.Find(ext, "NetworkPolicy", v1alpha1.ReleaseName+"-nats") != nil {
 			t.Error("a NATS NetworkPolicy without the chart's NATS")
 		}
-		if np := find(ext, "NetworkPolicy", v1alpha1.ReleaseName+"-planner"); np == nil || !strings.Contains(fmt.Sprint(np.Object["spec"]), "port:4333") {
+		if np := charttest.Find(ext, "NetworkPolicy", v1alpha1.ReleaseName+"-planner"); np == nil || !strings.Contains(fmt.Sprint(np.Object["spec"]), "port:4333") {
 			t.Errorf("planner's egress to an external NATS: %v", np)
 		}
 	})
@@ -412,7 +413,7 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 // (server-side apply, dry run), the rest are the CRD kinds the file asks for.
 func TestExampleValuesFiles(t *testing.T) {
 	env := testenv.Current(t)
-	files, err := filepath.Glob(filepath.Join(repoRoot(t), "deploy", "*", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(charttest.RepoRoot(t), "deploy", "*", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +421,7 @@ func TestExampleValuesFiles(t *testing.T) {
 	if len(files) < 2 {
 		t.Fatalf("example values files %v, want the minimal and production ones at least", files)
 	}
-	helm := tool(t, "helm", "hack/tools.sh ensure helm")
+	helm := charttest.Tool(t, "helm")
 	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 	defer cancel()
 	kc := kubernetes.NewForConfigOrDie(env.Config)
@@ -430,14 +431,14 @@ func TestExampleValuesFiles(t *testing.T) {
 	crdKinds := map[string]bool{"ServiceMonitor": true, "PrometheusRule": true, "Issuer": true, "Certificate": true}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			if out, err := run(t, "", nil, helm, "lint", chartDir(t), "--strict", "--kube-version", kubeVersion, "-f", f); err != nil {
+			if out, err := charttest.Run(t, "", nil, helm, "lint", charttest.ChartDir(t), "--strict", "--kube-version", kubeVersion, "-f", f); err != nil {
 				t.Fatalf("helm lint -f %s: %v\n%s", f, err, out)
 			}
-			out, err := run(t, "", nil, helm, "template", v1alpha1.ReleaseName, chartDir(t), "--namespace", releaseNamespace, "--kube-version", kubeVersion, "-f", f)
+			out, err := charttest.Run(t, "", nil, helm, "template", v1alpha1.ReleaseName, charttest.ChartDir(t), "--namespace", releaseNamespace, "--kube-version", kubeVersion, "-f", f)
 			if err != nil {
 				t.Fatalf("helm template -f %s: %v", f, err)
 			}
-			for _, o := range decode(t, out) {
+			for _, o := range charttest.Decode(t, out) {
 				if crdKinds[o.GetKind()] {
 					continue
 				}

@@ -78,8 +78,8 @@ func Needs(binary string) []Need {
 				Why: "the informer on plans and bundles; store each new plan (plans are immutable and never deleted by the planner)"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
 				Why: "read a bundle kept outside the operator namespace"},
-			{Group: "", Resource: "events", Verbs: []string{"create"}, Scope: Default,
-				Why: "Events about the ClusterRuntime"},
+			{Group: "", Resource: "events", Verbs: []string{"create", "patch"}, Scope: Default,
+				Why: "Events about the ClusterRuntime and its RuntimeRollouts (client-go's recorder patches the count of a repeated one)"},
 		}, leader(binary)...)
 	case v1alpha1.BinaryApplier:
 		return []Need{
