@@ -6,6 +6,8 @@ MAKEFLAGS += --no-print-directory
 
 MODULES := $(shell sed -n 's#^[[:space:]]*\./\([a-z0-9-]*\)$$#\1#p' go.work)
 SERVICES := planner applier readiness credrefresher admission
+# The chart's setup Job (pre-install, pre-upgrade): the Secrets helm template cannot render.
+JOBS := setup
 BIN_DIR ?= $(CURDIR)/bin
 GO_TEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 25m
@@ -22,7 +24,7 @@ help: ## Show this help
 .PHONY: build
 build: ## Build every binary into bin/
 	@mkdir -p $(BIN_DIR)
-	go build -o $(BIN_DIR)/ $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
+	go build -o $(BIN_DIR)/ $(foreach s,$(SERVICES) $(JOBS),./$(s)) ./cli/cmd/kubectl-aicr
 
 .PHONY: plugin
 plugin: ## Build kubectl-aicr for linux/darwin x amd64/arm64 into dist/ with a krew manifest (VERSION=v1.2.3)
@@ -114,8 +116,8 @@ chart-lint: ## helm lint and helm template the aicr-operator chart, and every ex
 	echo "chart-lint: ok"
 
 .PHONY: images
-images: ## Build the five images and the plugin's with docker (IMAGE_REGISTRY, IMAGE_TAG)
-	@for b in $(SERVICES); do \
+images: ## Build the five images, the setup Job's and the plugin's with docker (IMAGE_REGISTRY, IMAGE_TAG)
+	@for b in $(SERVICES) $(JOBS); do \
 	  docker build -f deploy/Dockerfile --build-arg BINARY=$$b -t $${IMAGE_REGISTRY:-aicr-operator}/$$b:$${IMAGE_TAG:-dev} .; \
 	done; \
 	docker build -f deploy/Dockerfile --build-arg BINARY=cli --build-arg PACKAGE=./cmd/kubectl-aicr -t $${IMAGE_REGISTRY:-aicr-operator}/kubectl-aicr:$${IMAGE_TAG:-dev} .
