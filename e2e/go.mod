@@ -36,6 +36,7 @@ require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/ProtonMail/go-crypto v1.1.6 // indirect
+	github.com/aicr-run/aicr-operator/setup v0.0.0-00010101000000-000000000000
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/argoproj/pkg v0.13.6 // indirect
 	github.com/argoproj/pkg/v2 v2.0.1 // indirect
@@ -191,3 +192,5 @@ replace github.com/argoproj/argo-cd/gitops-engine => github.com/argoproj/argo-cd
 replace github.com/aicr-run/aicr-operator/servicekit => ../servicekit
 
 replace github.com/aicr-run/aicr-operator/testkit => ../testkit
+
+replace github.com/aicr-run/aicr-operator/setup => ../setup

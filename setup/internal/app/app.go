@@ -16,7 +16,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
-	"github.com/aicr-run/aicr-operator/setup/internal/secrets"
+	"github.com/aicr-run/aicr-operator/setup/secrets"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
@@ -25,6 +25,9 @@ const Name = "setup"
 
 // RouteUser is the NATS cluster's route user: its password is not hashed (routes send it).
 const RouteUser = "route"
+
+// DefaultValidity is how long a generated CA and certificate are valid: ten years.
+const DefaultValidity = 3650 * 24 * time.Hour
 
 // Labels of the Secrets setup creates.
 const (
@@ -41,13 +44,14 @@ type Options struct {
 	LogFormat  string
 	Timeout    time.Duration
 
-	NATSAuthSecret string
-	NATSUsers      string
-	NATSTLSSecret  string
-	NATSTLSNames   string
-	WebhookSecret  string
-	WebhookNames   string
-	Validity       time.Duration
+	NATSAuthSecret  string
+	NATSUsers       string
+	NATSTLSSecret   string
+	NATSTLSNames    string
+	NATSTLSValidity time.Duration
+	WebhookSecret   string
+	WebhookNames    string
+	WebhookValidity time.Duration
 }
 
 // BindFlags registers the flags with their defaults.
@@ -68,7 +72,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSTLSNames, "nats-tls-dns-names", "", "comma-separated DNS names of NATS's certificate, the first its common name")
 	fs.StringVar(&o.WebhookSecret, "webhook-tls-secret", "", "Secret of the webhook's CA and serving certificate (empty: none)")
 	fs.StringVar(&o.WebhookNames, "webhook-tls-dns-names", "", "comma-separated DNS names of the webhook's certificate, the first its common name")
-	fs.DurationVar(&o.Validity, "validity", 3650*24*time.Hour, "validity of a generated CA and certificate")
+	fs.DurationVar(&o.NATSTLSValidity, "nats-tls-validity", DefaultValidity, "validity of NATS's generated CA and certificate")
+	fs.DurationVar(&o.WebhookValidity, "webhook-tls-validity", DefaultValidity, "validity of the webhook's generated CA and certificate")
 }
 
 func split(s string) []string {
@@ -104,8 +109,13 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Sprintf("%s: the certificate's DNS names are required with its Secret", f.flag))
 		}
 	}
-	if o.Validity < 24*time.Hour {
-		errs = append(errs, fmt.Sprintf("--validity %s: use at least 24h", o.Validity))
+	for _, v := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--nats-tls-validity", o.NATSTLSValidity}, {"--webhook-tls-validity", o.WebhookValidity}} {
+		if v.d < 24*time.Hour {
+			errs = append(errs, fmt.Sprintf("%s %s: use at least 24h", v.flag, v.d))
+		}
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, "--timeout must be positive")
@@ -180,12 +190,15 @@ func Ensure(ctx context.Context, kc kubernetes.Interface, o Options) error {
 		}
 		log.Info().Str(logging.KeyResourceName, o.NATSAuthSecret).Str(logging.KeyOutcome, string(res)).Msg("nats passwords")
 	}
-	for _, c := range []struct{ what, secret, names string }{{"nats certificate", o.NATSTLSSecret, o.NATSTLSNames}, {"webhook certificate", o.WebhookSecret, o.WebhookNames}} {
+	for _, c := range []struct {
+		what, secret, names string
+		validity            time.Duration
+	}{{"nats certificate", o.NATSTLSSecret, o.NATSTLSNames, o.NATSTLSValidity}, {"webhook certificate", o.WebhookSecret, o.WebhookNames, o.WebhookValidity}} {
 		if c.secret == "" {
 			continue
 		}
 		names := split(c.names)
-		res, err := secrets.TLS(ctx, client, c.secret, labels, secrets.Certificate{CommonName: names[0], DNSNames: names, Validity: o.Validity})
+		res, err := secrets.TLS(ctx, client, c.secret, labels, secrets.Certificate{CommonName: names[0], DNSNames: names, Validity: c.validity})
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.what, err)
 		}

@@ -20,7 +20,7 @@ func TestValidate(t *testing.T) {
 		"a user ending like a hash": {args: []string{"--nats-auth-secret=a", "--nats-users=x.bcrypt"}, want: `--nats-users: "x.bcrypt"`},
 		"a certificate without names": {args: []string{"--webhook-tls-secret=c"},
 			want: "--webhook-tls-dns-names: the certificate's DNS names are required"},
-		"a short validity": {args: []string{"--validity=1h"}, want: "--validity 1h0m0s: use at least 24h"},
+		"a short validity": {args: []string{"--webhook-tls-validity=1h"}, want: "--webhook-tls-validity 1h0m0s: use at least 24h"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestValidate(t *testing.T) {
 
 func TestMainExitCodes(t *testing.T) {
 	var out strings.Builder
-	if code := Main(t.Context(), []string{"--validity=1h"}, &out); code != 2 || !strings.HasPrefix(out.String(), "{") {
+	if code := Main(t.Context(), []string{"--nats-tls-validity=1h"}, &out); code != 2 || !strings.HasPrefix(out.String(), "{") {
 		t.Errorf("bad flags: exit %d, output %q; want 2 and a JSON line", code, out.String())
 	}
 }
