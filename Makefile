@@ -44,6 +44,14 @@ demo-check: build ## The demo without a terminal: exit 0 once Ready, non-zero wi
 	@bin=$$(hack/tools.sh bindir $(E2E_TOOLS)); \
 	AICR_TOOLS_BIN=$$bin go run ./e2e/cmd/aicr-demo --bin-dir $(BIN_DIR) --check
 
+.PHONY: compose-demo
+compose-demo: ## With Docker: the docs/compose.md walk-through (images, kind, Argo CD, a registry, the charts, docker-compose) until Ready
+	go run ./e2e/cmd/aicr-compose-demo
+
+.PHONY: compose-demo-down
+compose-demo-down: ## Stop what make compose-demo started: docker-compose, the registry container, the kind cluster
+	go run ./e2e/cmd/aicr-compose-demo --down
+
 .PHONY: tools
 tools: ## Build the test and local-stack tools into the user cache (slow once, then cached)
 	hack/tools.sh ensure
