@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/aicr-run/aicr-operator/setup/secrets"
 )
@@ -42,7 +42,7 @@ func RunSetup(t testing.TB, objs []*unstructured.Unstructured) map[string]map[st
 		return nil
 	}
 	ctx := context.Background()
-	client := fake.NewClientset().CoreV1().Secrets(Namespace)
+	client := k8sfake.NewClientset().CoreV1().Secrets(Namespace)
 	if name := args["nats-auth-secret"]; name != "" {
 		users := strings.Split(args["nats-users"], ",")
 		if args["nats-users"] == "" {

@@ -11,12 +11,12 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 )
 
 func TestPasswordsCreateCompleteNeverRewrite(t *testing.T) {
 	ctx := context.Background()
-	kc := fake.NewClientset()
+	kc := k8sfake.NewClientset()
 	client := kc.CoreV1().Secrets("aicr-system")
 	labels := map[string]string{"app.kubernetes.io/part-of": "aicr-operator"}
 
@@ -74,7 +74,7 @@ func TestPasswordsCreateCompleteNeverRewrite(t *testing.T) {
 
 func TestTLSCreatesOnceAndLeavesAnExistingSecret(t *testing.T) {
 	ctx := context.Background()
-	kc := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "aicr-system"}, Data: map[string][]byte{"tls.crt": []byte("x")}})
+	kc := k8sfake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "aicr-system"}, Data: map[string][]byte{"tls.crt": []byte("x")}})
 	client := kc.CoreV1().Secrets("aicr-system")
 	c := Certificate{CommonName: "aicr-operator-admission.aicr-system.svc",
 		DNSNames: []string{"aicr-operator-admission.aicr-system.svc", "aicr-operator-admission.aicr-system.svc.cluster.local"}, Validity: 48 * time.Hour}

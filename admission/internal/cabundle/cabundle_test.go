@@ -11,7 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
@@ -25,7 +25,7 @@ func TestInjectorWritesOnlyWhatDiffers(t *testing.T) {
 	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kc := fake.NewClientset(&admissionregistrationv1.ValidatingWebhookConfiguration{
+	kc := k8sfake.NewClientset(&admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "aicr-operator"},
 		Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "a.admission.aicr.run"}, {Name: "b.admission.aicr.run", ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: []byte("old")}}},
 	})
