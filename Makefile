@@ -6,6 +6,8 @@ MAKEFLAGS += --no-print-directory
 
 MODULES := $(shell sed -n 's#^[[:space:]]*\./\([a-z0-9-]*\)$$#\1#p' go.work)
 SERVICES := planner applier readiness credrefresher admission
+# The chart's setup Job (pre-install, pre-upgrade): the Secrets helm template cannot render.
+JOBS := setup
 BIN_DIR ?= $(CURDIR)/bin
 GO_TEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 25m
@@ -25,7 +27,7 @@ CHAOS_ROLLOUTS ?= 20
 CHAOS_SEED ?= 1
 CHAOS_DURATION ?= 0
 pkgs = $(foreach m,$(1),./$(m)/...)
-BIN_PKGS := $(foreach s,$(SERVICES),./$(s)) ./cli/cmd/kubectl-aicr
+BIN_PKGS := $(foreach s,$(SERVICES) $(JOBS),./$(s)) ./cli/cmd/kubectl-aicr
 # build_cmd PKGS: with the images' build flags (deploy/Dockerfile), which are also the tools', so
 # the standard library compiles once for both
 build_cmd = CGO_ENABLED=0 go build -trimpath -o $(BIN_DIR)/ $(1)
@@ -59,6 +61,14 @@ demo: ## The main job: the local stack rolls the example GPU-stack bundle out, l
 demo-check: ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason
 	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
 	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) --check
+
+.PHONY: compose-demo
+compose-demo: ## With Docker: the docs/compose.md walk-through (images, kind, Argo CD, a registry, the charts, docker-compose) until Ready
+	go run ./e2e/cmd/aicr-compose-demo
+
+.PHONY: compose-demo-down
+compose-demo-down: ## Stop what make compose-demo started: docker-compose, the registry container, the kind cluster
+	go run ./e2e/cmd/aicr-compose-demo --down
 
 .PHONY: tools
 tools: ## Build every tool into the user cache and install the Debian packages the tests run (slow once)
@@ -122,15 +132,20 @@ tidy: ## go mod tidy every module, then go work sync
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done; go work sync
 
 .PHONY: chart-lint
-chart-lint: ## helm lint and helm template the aicr-operator chart
+chart-lint: ## helm lint and helm template the aicr-operator chart, and every example values file under deploy/ against its schema
 	@helm=$$(hack/tools.sh bindir helm)/helm; chart=deploy/charts/aicr-operator; \
 	$$helm lint $$chart --strict --kube-version 1.34.0 --set registry.repository=registry.example.com/aicr; \
 	$$helm template aicr-operator $$chart -n aicr-system --kube-version 1.34.0 --set registry.repository=registry.example.com/aicr >/dev/null; \
+	for f in $$(find deploy -name '*.yaml' -path '*/values/*' | sort); do \
+	  $$helm lint $$chart --strict --kube-version 1.34.0 -f $$f >/dev/null || { echo "chart-lint: $$f does not meet values.schema.json:"; $$helm lint $$chart --strict --kube-version 1.34.0 -f $$f; exit 1; }; \
+	  $$helm template aicr-operator $$chart -n aicr-system --kube-version 1.34.0 -f $$f >/dev/null; \
+	  echo "chart-lint: $$f ok"; \
+	done; \
 	echo "chart-lint: ok"
 
 .PHONY: images
-images: ## Build the five images and the plugin's with docker (IMAGE_REGISTRY, IMAGE_TAG)
-	@for b in $(SERVICES); do \
+images: ## Build the five images, the setup Job's and the plugin's with docker (IMAGE_REGISTRY, IMAGE_TAG)
+	@for b in $(SERVICES) $(JOBS); do \
 	  docker build -f deploy/Dockerfile --build-arg BINARY=$$b -t $${IMAGE_REGISTRY:-aicr-operator}/$$b:$${IMAGE_TAG:-dev} .; \
 	done; \
 	docker build -f deploy/Dockerfile --build-arg BINARY=cli --build-arg PACKAGE=./cmd/kubectl-aicr -t $${IMAGE_REGISTRY:-aicr-operator}/kubectl-aicr:$${IMAGE_TAG:-dev} .

@@ -45,13 +45,13 @@ if go list -deps ./cli/cmd/kubectl-aicr | grep '^github.com/nats-io/nats-server'
 fi
 # the test harnesses reach a binary only through its tests: no non-test package of a binary's
 # module, nor of shared or servicekit, imports testkit
-for m in shared servicekit planner applier readiness credrefresher admission cli; do
+for m in shared servicekit planner applier readiness credrefresher admission setup cli; do
   bad=$(go list -f '{{.ImportPath}}: {{join .Imports " "}}' ./$m/... | grep 'aicr-operator/testkit/' || true)
   if [ -n "$bad" ]; then echo "  $m imports testkit outside its tests:"; echo "$bad" | sed 's/^/    /'; fail=1; fi
 done
 # no binary imports another binary's module
-for m in planner applier readiness credrefresher admission cli; do
-  bad=$(go list -deps -test ./$m/... | grep -E "aicr-operator/(planner|applier|readiness|credrefresher|admission|cli)/" | grep -v "aicr-operator/$m/" || true)
+for m in planner applier readiness credrefresher admission setup cli; do
+  bad=$(go list -deps -test ./$m/... | grep -E "aicr-operator/(planner|applier|readiness|credrefresher|admission|setup|cli)/" | grep -v "aicr-operator/$m/" || true)
   if [ -n "$bad" ]; then echo "  $m imports another binary:"; echo "$bad" | sed 's/^/    /'; fail=1; fi
 done
 # the gitops-engine replace stands in exactly the go.mod files of modules that import Argo CD

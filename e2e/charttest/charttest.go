@@ -1,6 +1,7 @@
 // Package charttest renders the operator's Helm chart (helm template) and runs the NATS it
-// deploys: the rendered nats.conf, with the rendered Secrets (per-binary passwords, TLS
-// certificates), in the real nats-server binary hack/tools.sh builds, on loopback. The tests of
+// deploys: the rendered nats.conf, with the Secrets the chart's setup Job makes (per-binary
+// passwords and their hashes, TLS certificates; RunSetup), in the real nats-server binary
+// hack/tools.sh builds, on loopback, its environment as the StatefulSet sets it. The tests of
 // deploy/ (e2e/deploy) and of the trust boundary (e2e/security) share it.
 package charttest
 
@@ -235,6 +236,11 @@ type NATS struct {
 	// files as the chart mounts them into its pod.
 	Passwords     map[string]string
 	PasswordFiles map[string]string
+	// Secrets are what the setup Job made, by name (RunSetup).
+	Secrets map[string]map[string][]byte
+	// Env is the server's environment as the chart's StatefulSet sets it (the hashes, the
+	// route password).
+	Env []string
 	// ObserverPassword is ObserverUser's password (NATSOptions.Observer).
 	ObserverPassword string
 	// Conf is the configuration the server runs.
@@ -272,7 +278,16 @@ func prepareNATS(t testing.TB, o NATSOptions) (*NATS, string) {
 		t.Fatalf("the chart's nats.conf has no authorization block:\n%s", conf)
 	}
 	dir := t.TempDir()
-	n := &NATS{Objects: objs, Passwords: map[string]string{}, PasswordFiles: map[string]string{}, Log: filepath.Join(dir, "nats-server.log")}
+	n := &NATS{Objects: objs, Passwords: map[string]string{}, PasswordFiles: map[string]string{}, Log: filepath.Join(dir, "nats-server.log"),
+		Secrets: RunSetup(t, objs), Env: []string{"POD_NAME=" + Release + "-nats-0"}}
+	auth := n.Secrets[Release+"-nats-auth"]
+	if auth == nil {
+		t.Fatalf("the setup Job makes no Secret %s-nats-auth", Release)
+	}
+	for _, user := range v1alpha1.Binaries() {
+		n.Env = append(n.Env, strings.ToUpper(user)+"_PASSWORD_HASH="+string(auth[user+".bcrypt"]))
+	}
+	n.Env = append(n.Env, "ROUTE_PASSWORD="+string(auth["route"]))
 	tlsDir := filepath.Join(dir, "tls")
 	tlsOn := strings.Contains(conf, "/etc/nats-tls/")
 	if tlsOn {
@@ -290,7 +305,11 @@ func prepareNATS(t testing.TB, o NATSOptions) (*NATS, string) {
 			if err := os.MkdirAll(tlsDir, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			for k, v := range SecretData(t, objs, Release+"-nats-tls") {
+			tlsData := n.Secrets[Release+"-nats-tls"]
+			if tlsData == nil {
+				t.Fatalf("the setup Job makes no Secret %s-nats-tls", Release)
+			}
+			for k, v := range tlsData {
 				if err := os.WriteFile(filepath.Join(tlsDir, k), v, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -319,10 +338,9 @@ func prepareNATS(t testing.TB, o NATSOptions) (*NATS, string) {
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := Run(t, "", []string{"POD_NAME=" + Release + "-nats-0"}, bin, "-c", path, "-t"); err != nil {
+	if out, err := Run(t, "", n.Env, bin, "-c", path, "-t"); err != nil {
 		t.Fatalf("nats-server rejects the chart's configuration: %v %s\n%s", err, out, conf)
 	}
-	auth := SecretData(t, objs, Release+"-nats-auth")
 	for _, user := range v1alpha1.Binaries() {
 		pw := auth[user]
 		if len(pw) < 32 {
@@ -351,7 +369,7 @@ func startNATS(t testing.TB, n *NATS, path string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-c", path)
-	cmd.Env = append(os.Environ(), "POD_NAME="+Release+"-nats-0")
+	cmd.Env = append(os.Environ(), n.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -116,6 +116,26 @@ func TestRuntimeRollsOutWithECRCredentials(t *testing.T) {
 	if exp := secretExpiry(t, sec); time.Until(exp) < 30*time.Minute {
 		t.Errorf("Secret %s: token expires at %s, want about %s from now", sec.Name, exp, longLifetime)
 	}
+	// The metric an alert on the token's expiry reads says the same expiry as the Secret.
+	err = testenv.WaitFor(t.Context(), time.Minute, "aicr_credrefresher_token_expiry_timestamp_seconds at the Secret's expiry", func(ctx context.Context) (bool, error) {
+		m, err := s.Scrape(ctx, "credrefresher")
+		if err != nil {
+			return false, err
+		}
+		got, ok := m.Sum("aicr_credrefresher_token_expiry_timestamp_seconds", nil)
+		cur, err := repoCreds(ctx, s)
+		if err != nil {
+			return false, err
+		}
+		exp, perr := time.Parse(time.RFC3339, cur.Annotations[annotationExpiresAt])
+		if !ok || perr != nil || got != float64(exp.Unix()) {
+			return false, fmt.Errorf("metric %v (found %v), Secret's expiry %s (%v)", got, ok, exp, perr)
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 	if n := ecr.Calls(); n == 0 {
 		t.Error("the fake ECR endpoint saw no call")
 	}

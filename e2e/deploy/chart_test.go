@@ -167,9 +167,20 @@ func TestChartTemplates(t *testing.T) {
 		if n, _, _ := unstructured.NestedFieldNoCopy(sts.Object, "spec", "replicas"); fmt.Sprint(n) != "3" {
 			t.Errorf("NATS replicas = %v, want 3", n)
 		}
-		conf := charttest.NATSConf(t, objs)
-		if got := strings.Count(conf, "nats-route://"); got != 3 {
-			t.Errorf("nats.conf has %d routes, want 3:\n%s", got, conf)
+		cs, _, _ := unstructured.NestedSlice(sts.Object, "spec", "template", "spec", "containers")
+		natsArgs, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+		routes := ""
+		for _, a := range natsArgs {
+			if r, ok := strings.CutPrefix(a, "--routes="); ok {
+				routes = r
+			}
+		}
+		// The route password is the environment's, expanded by Kubernetes: never in the manifest.
+		if got := strings.Count(routes, "nats-route://route:$(ROUTE_PASSWORD)@aicr-operator-nats-"); got != 3 {
+			t.Errorf("the NATS server's --routes has %d routes, want 3: %q", got, routes)
+		}
+		if conf := charttest.NATSConf(t, objs); !strings.Contains(conf, "password: $ROUTE_PASSWORD") {
+			t.Errorf("the cluster block does not read the route password from the environment:\n%s", conf)
 		}
 		for _, b := range binaries {
 			if args := containerArgs(t, objs, b); !slices.Contains(args, "--stream-replicas=3") {
@@ -182,8 +193,11 @@ func TestChartTemplates(t *testing.T) {
 		if charttest.Find(objs, "Certificate", "aicr-operator-admission") == nil || charttest.Find(objs, "Issuer", "aicr-operator-selfsigned") == nil {
 			t.Error("no Certificate and Issuer")
 		}
-		if charttest.Find(objs, "Secret", "aicr-operator-admission-tls") != nil {
-			t.Error("the chart generated a certificate although cert-manager issues it")
+		if charttest.Find(objs, "Secret", "aicr-operator-admission-tls") != nil || charttest.SetupJobArgs(t, objs)["webhook-tls-secret"] != "" {
+			t.Error("the chart or its setup Job generates a certificate although cert-manager issues it")
+		}
+		if args := containerArgs(t, objs, "admission"); slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-configuration") }) {
+			t.Errorf("admission injects the CA although cainjector does: %v", args)
 		}
 		vwc := charttest.Find(objs, "ValidatingWebhookConfiguration", "aicr-operator")
 		if vwc.GetAnnotations()["cert-manager.io/inject-ca-from"] != releaseNamespace+"/aicr-operator-admission" {
@@ -320,6 +334,9 @@ func TestChartAppliesToAPIServer(t *testing.T) {
 	for name, set := range map[string][]string{
 		"static credentials, one NATS server": nil,
 		"aws credentials, NATS cluster":       {"registry.auth=aws", "nats.replicas=3", "bundleNamespaces={bundles}"},
+		"network policies, PDBs, spread, the dashboard": {"registry.auth=aws", "networkPolicy.enabled=true", "planner.replicas=2",
+			"networkPolicy.apiServerCIDRs={10.96.0.1/32}", "networkPolicy.metricsFrom[0].podSelector.matchLabels.app=prometheus",
+			"metrics.grafanaDashboard.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if slices.Contains(set, "bundleNamespaces={bundles}") {
@@ -374,8 +391,10 @@ func TestChartRBAC(t *testing.T) {
 			{"list", "", "configmaps", "", ops, ""},
 			{"create", "coordination.k8s.io", "leases", "", ops, ""},
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryPlanner)},
-			// Events about the cluster-scoped ClusterRuntime live in "default".
+			// Events about the cluster-scoped ClusterRuntime and RuntimeRollouts live in "default";
+			// the recorder patches the count of a repeated one.
 			{"create", "", "events", "", "default", ""},
+			{"patch", "", "events", "", "default", ""},
 		},
 		"applier": {
 			{"get", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},

@@ -39,7 +39,7 @@ func TestImageBuildCopiesEveryLocalModule(t *testing.T) {
 			}
 		}
 	}
-	for _, binary := range []string{"planner", "applier", "readiness", "credrefresher", "admission", "cli"} {
+	for _, binary := range []string{"planner", "applier", "readiness", "credrefresher", "admission", "setup", "cli"} {
 		data, err := os.ReadFile(filepath.Join(root, binary, "go.mod"))
 		if err != nil {
 			t.Fatal(err)

@@ -90,15 +90,15 @@ func chartGrants(t *testing.T, objs []*unstructured.Unstructured, namespace, bin
 
 // neededGrants expands binary's declared needs for a release in namespace, with the chart's
 // names and bundle namespaces.
-func neededGrants(binary, namespace, mode, project, secret string, bundles []string) map[grant]bool {
+func neededGrants(binary, namespace, mode, project, secret, fullname string, certManager bool, bundles []string) map[grant]bool {
 	where := map[kubeaccess.Scope][]string{
 		kubeaccess.Cluster: {""}, kubeaccess.Operator: {namespace}, kubeaccess.Engine: {engineNamespace},
 		kubeaccess.Default: {"default"}, kubeaccess.Bundles: bundles,
 	}
-	rename := strings.NewReplacer(kubeaccess.NameEngineProject, project, kubeaccess.NameRepoCredsSecret, secret)
+	rename := strings.NewReplacer(kubeaccess.NameEngineProject, project, kubeaccess.NameRepoCredsSecret, secret, kubeaccess.NameFullname, fullname)
 	out := map[grant]bool{}
 	for _, n := range kubeaccess.Needs(binary) {
-		if n.AuthMode != "" && n.AuthMode != mode {
+		if (n.AuthMode != "" && n.AuthMode != mode) || (n.WithoutCertManager && certManager) {
 			continue
 		}
 		names := n.Names
@@ -123,12 +123,17 @@ func neededGrants(binary, namespace, mode, project, secret string, bundles []str
 func TestChartRBACIsTheDeclaredNeeds(t *testing.T) {
 	for name, tc := range map[string]struct {
 		namespace, mode, project, secret string
+		certManager                      bool
 		bundles                          []string
 		set                              []string
 	}{
 		"aws credentials, bundles in two more namespaces": {
 			namespace: charttest.Namespace, mode: "aws", project: "aicr", secret: "aicr-registry", bundles: []string{"bundles-a", "bundles-b"},
 			set: []string{"registry.auth=aws", "bundleNamespaces={bundles-a,bundles-b," + charttest.Namespace + "}"},
+		},
+		"cert-manager issues the certificates": {
+			namespace: charttest.Namespace, mode: "static", project: "aicr", secret: "aicr-registry", certManager: true,
+			set: []string{"certManager.enabled=true"},
 		},
 		"static credentials, another release, project and Secret": {
 			namespace: "aicr-static", mode: "static", project: "aicr-static", secret: "my-creds",
@@ -144,9 +149,9 @@ func TestChartRBACIsTheDeclaredNeeds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, b := range v1alpha1.Binaries() {
+			for _, b := range append(v1alpha1.Binaries(), kubeaccess.Setup) {
 				got := chartGrants(t, objs, tc.namespace, b)
-				want := neededGrants(b, tc.namespace, tc.mode, tc.project, tc.secret, tc.bundles)
+				want := neededGrants(b, tc.namespace, tc.mode, tc.project, tc.secret, release, tc.certManager, tc.bundles)
 				if len(want) == 0 && b != "applier" && b != "admission" {
 					t.Errorf("%s declares no needs", b)
 				}

@@ -39,20 +39,24 @@ func deploymentVolumes(t *testing.T, objs []*unstructured.Unstructured, binary s
 // configuration), every binary dials tls:// and trusts the CA, and a binary's pod gets the CA
 // only, never the server's key.
 func TestChartNATSTLS(t *testing.T) {
-	t.Run("on by default with a generated CA and certificate", func(t *testing.T) {
+	t.Run("on by default with a CA and certificate the setup Job generates", func(t *testing.T) {
 		objs := charttest.MustRender(t)
 		conf := charttest.NATSConf(t, objs)
 		if !strings.HasPrefix(conf[strings.Index(conf, "tls {"):], "tls {\n  cert_file: \"/etc/nats-tls/tls.crt\"") {
 			t.Errorf("nats.conf requires no TLS:\n%s", conf)
 		}
-		s := charttest.Find(objs, "Secret", "aicr-operator-nats-tls")
-		if s == nil {
-			t.Fatal("no Secret aicr-operator-nats-tls")
+		if charttest.Find(objs, "Secret", "aicr-operator-nats-tls") != nil {
+			t.Error("the chart renders the NATS certificate: helm template would generate a new one every time")
 		}
-		data, _, _ := unstructured.NestedStringMap(s.Object, "data")
+		args := charttest.SetupJobArgs(t, objs)
+		if args["nats-tls-secret"] != "aicr-operator-nats-tls" || args["nats-tls-dns-names"] !=
+			"aicr-operator-nats.aicr-system.svc,aicr-operator-nats.aicr-system.svc.cluster.local,*.aicr-operator-nats-headless.aicr-system.svc.cluster.local" {
+			t.Errorf("setup Job arguments %v: want the NATS certificate for the Service's names", args)
+		}
+		data := charttest.RunSetup(t, objs)["aicr-operator-nats-tls"]
 		for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
-			if data[k] == "" {
-				t.Errorf("Secret aicr-operator-nats-tls has no %s", k)
+			if len(data[k]) == 0 {
+				t.Errorf("the setup Job's Secret aicr-operator-nats-tls has no %s", k)
 			}
 		}
 		for _, b := range binaries {
@@ -105,8 +109,8 @@ func TestChartNATSTLS(t *testing.T) {
 			!slices.Contains(dns, "*.aicr-operator-nats-headless.aicr-system.svc.cluster.local") {
 			t.Errorf("Certificate aicr-operator-nats: secret %s, issuer %s, names %v", secret, issuer, dns)
 		}
-		if charttest.Find(objs, "Secret", "aicr-operator-nats-tls") != nil {
-			t.Error("the chart generated a NATS certificate although cert-manager issues it")
+		if charttest.Find(objs, "Secret", "aicr-operator-nats-tls") != nil || charttest.SetupJobArgs(t, objs)["nats-tls-secret"] != "" {
+			t.Error("the chart or its setup Job generates a NATS certificate although cert-manager issues it")
 		}
 	})
 	t.Run("turned off: plain nats:// and no CA", func(t *testing.T) {

@@ -202,23 +202,24 @@ func specJSON(t *testing.T, app *argoapp.Application) string {
 	return string(raw)
 }
 
-// markEvents returns the names of the Events that exist now in the planner's Event namespace.
-func markEvents(t *testing.T, s *stack.Stack) map[string]bool {
+// markEvents returns the Events that exist now in the planner's Event namespace: name to
+// resourceVersion (client-go's recorder counts a repeated Event on the existing one).
+func markEvents(t *testing.T, s *stack.Stack) map[string]string {
 	t.Helper()
 	list, err := s.Kube.CoreV1().Events(eventNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list events: %v", err)
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{}
 	for _, e := range list.Items {
-		seen[e.Name] = true
+		seen[e.Name] = e.ResourceVersion
 	}
 	return seen
 }
 
-// waitEvent waits for a new Event (not in seen) about the ClusterRuntime with reason whose
-// message contains every one of parts, and returns its message.
-func waitEvent(t *testing.T, s *stack.Stack, seen map[string]bool, timeout time.Duration, reason string, parts ...string) string {
+// waitEvent waits for a new Event (not in seen, or counted again since) about the ClusterRuntime
+// with reason whose message contains every one of parts, and returns its message.
+func waitEvent(t *testing.T, s *stack.Stack, seen map[string]string, timeout time.Duration, reason string, parts ...string) string {
 	t.Helper()
 	var msg string
 	var others []string
@@ -230,7 +231,7 @@ func waitEvent(t *testing.T, s *stack.Stack, seen map[string]bool, timeout time.
 		others = others[:0]
 	events:
 		for _, e := range list.Items {
-			if seen[e.Name] || e.InvolvedObject.Kind != "ClusterRuntime" || e.InvolvedObject.Name != v1alpha1.RuntimeName {
+			if seen[e.Name] == e.ResourceVersion || e.InvolvedObject.Kind != "ClusterRuntime" || e.InvolvedObject.Name != v1alpha1.RuntimeName {
 				continue
 			}
 			if e.Reason != reason {

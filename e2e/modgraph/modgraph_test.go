@@ -37,6 +37,7 @@ var roles = map[string]string{
 	"readiness":     "binary",
 	"credrefresher": "binary",
 	"admission":     "binary",
+	"setup":         "the chart's setup Job",
 	"cli":           "the kubectl plugin",
 	"e2e":           "cross-service tests, the demo",
 }

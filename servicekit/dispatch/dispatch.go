@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
@@ -83,31 +82,6 @@ func NotYet(after time.Duration, format string, args ...any) error {
 	return &NotYetError{After: after, Why: fmt.Sprintf(format, args...)}
 }
 
-// Metrics counts what the dispatch loop does.
-type Metrics struct {
-	handled  *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-}
-
-// NewMetrics registers the dispatch metrics under namespace (the binary's Name) with reg.
-func NewMetrics(reg prometheus.Registerer, namespace string) *Metrics {
-	m := &Metrics{
-		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "bus", Name: "messages_total",
-			Help: "Messages handled, by type and result (ack, nak, retry, term, ignored).",
-		}, []string{"type", "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: "bus", Name: "handle_seconds",
-			Help:    "Time spent in a handler, by type.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"type"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.handled, m.duration)
-	}
-	return m
-}
-
 // Backoff returns the redelivery delay for the n-th delivery (1-based): 250ms doubling,
 // capped at 30s.
 func Backoff(n uint64) time.Duration {
@@ -153,6 +127,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if workers < 1 {
 		workers = 1
 	}
+	d.Metrics.declare(d.Routes)
 	iter, err := d.Consumer.Messages(jetstream.PullMaxMessages(2*workers), jetstream.PullExpiry(PullExpiry))
 	if err != nil {
 		return fmt.Errorf("consume: %w", err)
@@ -221,7 +196,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 	if err := json.Unmarshal(m.Data, &h); err != nil || h.Type == "" {
 		stop()
 		log.Error().Err(err).Msg("drop undecodable message")
-		d.count("unknown", "term", 0)
+		d.count("unknown", "term", m.Delivered, 0)
 		_ = msg.Term()
 		return
 	}
@@ -231,7 +206,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 	if !ok {
 		stop()
 		log.Debug().Msg("ignore message without a route")
-		d.count(h.Type, "ignored", 0)
+		d.count(h.Type, "ignored", m.Delivered, 0)
 		_ = msg.Ack()
 		return
 	}
@@ -246,15 +221,15 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 		if aerr := msg.Ack(); aerr != nil {
 			log.Warn().Err(aerr).Msg("acknowledge message")
 		}
-		d.count(h.Type, "ack", elapsed)
+		d.count(h.Type, "ack", m.Delivered, elapsed)
 	case errors.As(err, &notYet):
 		log.Debug().Str(logging.KeyReason, notYet.Why).Dur(logging.KeyDuration, notYet.After).Msg("redeliver later")
 		_ = msg.NakWithDelay(notYet.After)
-		d.count(h.Type, "retry", elapsed)
+		d.count(h.Type, "retry", m.Delivered, elapsed)
 	case IsTerminal(err):
 		log.Error().Err(err).Msg("drop message")
 		_ = msg.Term()
-		d.count(h.Type, "term", elapsed)
+		d.count(h.Type, "term", m.Delivered, elapsed)
 	default:
 		if ctx.Err() != nil { // shutting down: let it be redelivered, quietly
 			_ = msg.Nak()
@@ -263,7 +238,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 		delay := Backoff(m.Delivered)
 		log.Warn().Err(err).Dur(logging.KeyDuration, delay).Msg("handle message, will retry")
 		_ = msg.NakWithDelay(delay)
-		d.count(h.Type, "nak", elapsed)
+		d.count(h.Type, "nak", m.Delivered, elapsed)
 	}
 }
 
@@ -278,11 +253,14 @@ func safeCall(ctx context.Context, h Handler, m *Message) (err error) {
 	return h(ctx, m)
 }
 
-func (d *Dispatcher) count(typ, result string, elapsed time.Duration) {
+func (d *Dispatcher) count(typ, result string, delivered uint64, elapsed time.Duration) {
 	if d.Metrics == nil {
 		return
 	}
 	d.Metrics.handled.WithLabelValues(typ, result).Inc()
+	if delivered > 1 {
+		d.Metrics.redelivered.WithLabelValues(typ).Inc()
+	}
 	if elapsed > 0 {
 		d.Metrics.duration.WithLabelValues(typ).Observe(elapsed.Seconds())
 	}

@@ -69,6 +69,8 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 				mu.Unlock()
 				b.fence.setLeading(true)
 				b.Log.Info().Str("identity", b.opts.Identity).Msg("became leader")
+				b.leading.Store(1)
+				defer b.leading.Store(0)
 				defer close(workDone)
 				watched, stopWatch := context.WithCancel(lctx)
 				defer stopWatch()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/natsx"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -39,8 +41,16 @@ type Base struct {
 	Name string
 	// Log is the binary's logger.
 	Log zerolog.Logger
-	// Registry is the binary's metrics registry (Go and process collectors included).
+	// Registry is the binary's metrics registry, served on /metrics: the Go and process
+	// collectors (go_*, process_*) and everything registered through Metrics.
 	Registry *prometheus.Registry
+	// Metrics registers the operator's own metrics on Registry with the MetricsPrefix, so a
+	// binary's metric declared as namespace "planner", name "steps_started_total" is exported
+	// as aicr_planner_steps_started_total.
+	Metrics prometheus.Registerer
+	// Bus are the bus metrics every binary shares (aicr_bus_*, label binary): hand it to the
+	// dispatch loop, and publish with Publisher.
+	Bus *dispatch.Metrics
 	// NC is the NATS connection; it reconnects forever.
 	NC *nats.Conn
 	// JS is JetStream on NC.
@@ -56,6 +66,9 @@ type Base struct {
 
 	mu     sync.Mutex
 	checks []namedCheck
+	// leading is 1 while this replica does the binary's work: it holds the Lease, or the
+	// binary runs without leader election (aicr_leader).
+	leading atomic.Int64
 }
 
 type namedCheck struct {
@@ -72,6 +85,12 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 	}
 	b := &Base{Name: name, Log: log, opts: o, Registry: prometheus.NewRegistry()}
 	b.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b.Metrics = prometheus.WrapRegistererWithPrefix(MetricsPrefix, b.Registry)
+	b.Bus = dispatch.NewMetrics(b.Metrics, name)
+	if !o.LeaderElect {
+		b.leading.Store(1) // every replica does the work
+	}
+	b.registerStateMetrics()
 	url := o.NATSURL
 	if o.EmbeddedNATS {
 		dir := o.EmbeddedNATSDir
@@ -136,7 +155,12 @@ func newLogger(o Options, name string, out *os.File) (zerolog.Logger, error) {
 	if out == nil {
 		out = os.Stderr
 	}
-	return logging.New(out, o.LogFormat, o.LogLevel, name)
+	l, err := logging.New(out, o.LogFormat, o.LogLevel, name)
+	if err != nil {
+		return l, err
+	}
+	logging.RouteLibraries(l)
+	return l, nil
 }
 
 // KubeConfig loads a kubeconfig file, or the in-cluster configuration when path is empty, and

@@ -221,13 +221,19 @@ func TestStartEmbeddedServesReadyz(t *testing.T) {
 	if code, body := get("http://" + healthAddr + "/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
-	if code, body := get("http://" + metricsAddr + "/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
-		t.Errorf("/metrics = %d, want the Go collector", code)
+	code, body := get("http://" + metricsAddr + "/metrics")
+	for _, want := range []string{"go_goroutines", `aicr_ready{binary="planner"} 1`, `aicr_leader{binary="planner"} 1`} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics = %d without %s", code, want)
+		}
 	}
 
 	b.AddCheck("plan-store", func(context.Context) error { return errors.New("configmaps are forbidden") })
 	if code, body := get("http://" + healthAddr + "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "plan-store: configmaps are forbidden") {
 		t.Errorf("/readyz with a failing check = %d %q, want 503 naming the check", code, body)
+	}
+	if _, body := get("http://" + metricsAddr + "/metrics"); !strings.Contains(body, `aicr_ready{binary="planner"} 0`) {
+		t.Errorf("/metrics with a failing check lacks aicr_ready 0")
 	}
 
 	cancel()

@@ -110,6 +110,8 @@ func Permissions(identity string) []Grant {
 			stream, cfg, _ := ConsumerConfig(c)
 			g = append(g, Grant{Publish, ConsumerCreateSubject(stream, cfg), "create or update the durable consumer " + c})
 		}
+		g = append(g, Grant{Publish, ConsumerAPI("CONSUMER.INFO", StreamEvents, ConsumerPlanner),
+			"read its durable consumer's backlog (the aicr_bus_consumer_* metrics)"})
 		g = append(g, consume(ConsumerPlanner)...)
 	case v1alpha1.BinaryApplier:
 		g = append(g,

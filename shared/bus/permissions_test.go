@@ -51,6 +51,8 @@ func policy(identity string, op Operation) bool {
 	switch s {
 	case ConsumerAPI("CONSUMER.INFO", StreamCommands, ConsumerApplier):
 		return identity == v1alpha1.BinaryApplier // binds to the consumer the planner created
+	case ConsumerAPI("CONSUMER.INFO", StreamEvents, ConsumerPlanner):
+		return identity == v1alpha1.BinaryPlanner // its consumer's backlog, for the metrics
 	case StreamAPI("STREAM.INFO", StreamEvents):
 		// the publishers that do not own the stream wait for it
 		return identity == v1alpha1.BinaryReadiness || identity == v1alpha1.BinaryCredRefresher || identity == v1alpha1.BinaryAdmission

@@ -32,7 +32,13 @@ const (
 	NameEngineProject = "<engine.project>"
 	// NameRepoCredsSecret is the repo-creds Secret (registry.auth.repoCredsSecret).
 	NameRepoCredsSecret = "<registry.auth.repoCredsSecret>"
+	// NameFullname is the release's object name prefix (the chart's fullname): the
+	// ValidatingWebhookConfiguration is named so, and the Secrets the setup Job makes start so.
+	NameFullname = "<fullname>"
 )
+
+// Setup is the chart's setup Job, which has needs but no NATS identity (not a v1alpha1 binary).
+const Setup = "setup"
 
 // Need is one permission a binary needs.
 type Need struct {
@@ -46,6 +52,9 @@ type Need struct {
 	Names []string
 	// AuthMode, when set, limits the need to that registry.auth mode (aws or static).
 	AuthMode string
+	// WithoutCertManager limits the need to installs where cert-manager does not issue the
+	// certificates (certManager.enabled false).
+	WithoutCertManager bool
 	// Why names the calls.
 	Why string
 }
@@ -78,8 +87,8 @@ func Needs(binary string) []Need {
 				Why: "the informer on plans and bundles; store each new plan (plans are immutable and never deleted by the planner)"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
 				Why: "read a bundle kept outside the operator namespace"},
-			{Group: "", Resource: "events", Verbs: []string{"create"}, Scope: Default,
-				Why: "Events about the ClusterRuntime"},
+			{Group: "", Resource: "events", Verbs: []string{"create", "patch"}, Scope: Default,
+				Why: "Events about the ClusterRuntime and its RuntimeRollouts (client-go's recorder patches the count of a repeated one)"},
 		}, leader(binary)...)
 	case v1alpha1.BinaryApplier:
 		return []Need{
@@ -112,6 +121,19 @@ func Needs(binary string) []Need {
 				Why: "read the bundle a ClusterRuntime names, to refuse one that does not resolve"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
 				Why: "read a bundle kept outside the operator namespace"},
+			{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Verbs: []string{"get", "patch"}, Scope: Cluster,
+				Names: []string{NameFullname}, WithoutCertManager: true,
+				Why: "write the CA it mounts into its own configuration's caBundle (cainjector does with cert-manager)"},
+		}
+	case Setup:
+		return []Need{
+			{Group: "", Resource: "secrets", Verbs: []string{"create"}, Scope: Operator,
+				Why: "create the NATS passwords' and the certificates' Secrets once (create cannot be limited by name)"},
+			{Group: "", Resource: "secrets", Verbs: []string{"get", "update"}, Scope: Operator, Names: []string{NameFullname + "-nats-auth"},
+				Why: "read the passwords' Secret (never changing a password that exists) and add the one a new binary needs"},
+			{Group: "", Resource: "secrets", Verbs: []string{"get", "update"}, Scope: Operator,
+				Names: []string{NameFullname + "-nats-tls", NameFullname + "-admission-tls"}, WithoutCertManager: true,
+				Why: "whether the certificates' Secrets exist (they are never rewritten)"},
 		}
 	}
 	return nil

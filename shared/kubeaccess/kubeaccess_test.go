@@ -11,7 +11,7 @@ import (
 // declaration of "*" would let the chart grant anything and still pass the RBAC test.
 func TestNeedsAreNarrow(t *testing.T) {
 	scopes := []Scope{Cluster, Operator, Engine, Default, Bundles}
-	for _, b := range v1alpha1.Binaries() {
+	for _, b := range append(v1alpha1.Binaries(), Setup) {
 		needs := Needs(b)
 		if len(needs) == 0 {
 			t.Errorf("%s declares no needs", b)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/admission/internal/audit"
+	"github.com/aicr-run/aicr-operator/admission/internal/cabundle"
 	"github.com/aicr-run/aicr-operator/admission/internal/certs"
 	"github.com/aicr-run/aicr-operator/admission/internal/rules"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
@@ -43,6 +44,11 @@ type Options struct {
 	// OperatorIdentities is --operator-identities: the operator's usernames, comma-separated
 	// (system:serviceaccount:<namespace>:<name>).
 	OperatorIdentities string
+	// WebhookConfiguration and CABundleFile are --webhook-configuration and --ca-bundle-file:
+	// keep the caBundle of every webhook of that ValidatingWebhookConfiguration equal to the CA
+	// in the file (the chart renders none; with cert-manager, cainjector writes it instead).
+	WebhookConfiguration string
+	CABundleFile         string
 }
 
 // BindFlags registers the flags with their defaults.
@@ -52,6 +58,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM), reloaded when it changes")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving certificate's private key (PEM), reloaded when it changes")
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "", "the operator's usernames, comma-separated (system:serviceaccount:<namespace>:<name>)")
+	fs.StringVar(&o.WebhookConfiguration, "webhook-configuration", "", "ValidatingWebhookConfiguration whose caBundle this webhook keeps equal to --ca-bundle-file (empty: leave it)")
+	fs.StringVar(&o.CABundleFile, "ca-bundle-file", "", "the CA (PEM) the serving certificate chains to, written into --webhook-configuration")
 }
 
 // Identities returns the parsed --operator-identities (nil when it does not parse: Validate
@@ -75,6 +83,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookAddr == "" {
 		errs = append(errs, "--webhook-addr is required")
+	}
+	if (o.WebhookConfiguration == "") != (o.CABundleFile == "") {
+		errs = append(errs, "--webhook-configuration and --ca-bundle-file go together: the configuration to write the CA into, and the CA")
 	}
 	switch ids, err := service.SplitIdentities(o.OperatorIdentities); {
 	case err != nil:
@@ -111,8 +122,8 @@ func Run(ctx context.Context, o Options) error {
 		EngineNamespace:    o.EngineNamespace,
 		Bundles:            configMaps{base.KubeClient},
 	})
-	recorder := audit.NewRecorder(bus.NewPublisher(base.JS, Name), base.Registry, Name)
-	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Registry, Name), base.Log)
+	recorder := audit.NewRecorder(base.Publisher(), base.Metrics, Name)
+	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Metrics, Name), base.Log)
 	srv, err := webhook.Listen(o.WebhookAddr, certs.ServerConfig(reloader), handler)
 	if err != nil {
 		return err
@@ -123,6 +134,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	g.Go(func() error { return srv.Run(gctx) })
+	if o.WebhookConfiguration != "" {
+		inj := &cabundle.Injector{Client: base.KubeClient.AdmissionregistrationV1().ValidatingWebhookConfigurations(),
+			Name: o.WebhookConfiguration, CAFile: o.CABundleFile}
+		base.AddCheck("ca-bundle", inj.Check)
+		g.Go(func() error { return inj.Run(gctx) })
+	}
 	g.Go(func() error {
 		// The audit subject lives on the events stream, which the planner declares; wait for
 		// it. Denials queue meanwhile.

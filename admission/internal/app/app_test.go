@@ -130,7 +130,7 @@ func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	if !strings.Contains(string(body), `admission_denials_total{rule="application-finalizer"} 1`) {
+	if !strings.Contains(string(body), `aicr_admission_denials_total{rule="application-finalizer"} 1`) {
 		t.Errorf("/metrics lacks the denial count:\n%s", body)
 	}
 

@@ -133,9 +133,9 @@ func Run(ctx context.Context, o Options) error {
 		Apps:       apps,
 		Cache:      owned,
 		Plans:      plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), plan.DefaultCacheSize),
-		Publisher:  bus.NewPublisher(base.JS, Name),
+		Publisher:  base.Publisher(),
 		Settings:   o.settings(),
-		Registerer: base.Registry,
+		Registerer: base.Metrics,
 	})
 	if err != nil {
 		return err
@@ -154,7 +154,10 @@ func Run(ctx context.Context, o Options) error {
 			}
 			return err
 		}
-		d := &dispatch.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: dispatch.NewMetrics(base.Registry, Name)}
+		if err := base.Bus.WatchConsumer(cons); err != nil {
+			return err
+		}
+		d := &dispatch.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: base.Bus}
 		return d.Run(gctx)
 	})
 	base.Log.Info().Str("engine_namespace", o.EngineNamespace).Int("workers", o.Workers).Msg("started")

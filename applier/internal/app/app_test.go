@@ -220,8 +220,12 @@ func TestValidateNamesTheFlag(t *testing.T) {
 			if code != 2 {
 				t.Errorf("exit code %d, want 2", code)
 			}
-			if !strings.Contains(stderr.String(), tc.want) {
-				t.Errorf("stderr %q does not say %q", stderr.String(), tc.want)
+			var line struct{ Level, Error string }
+			if err := json.Unmarshal(stderr.Bytes(), &line); err != nil {
+				t.Fatalf("stderr %q is not one JSON line: %v", stderr.String(), err)
+			}
+			if line.Level != "error" || !strings.Contains(line.Error, tc.want) {
+				t.Errorf("exit line %q does not say %q", stderr.String(), tc.want)
 			}
 		})
 	}

@@ -154,9 +154,9 @@ func Run(ctx context.Context, o Options) error {
 
 	ref := secret.Ref{Namespace: o.EngineNamespace, Name: o.RepoCredsSecret}
 	store := &secret.Store{Secrets: base.KubeClient.CoreV1(), Ref: ref}
-	metrics := refresher.NewMetrics(base.Registry, Name)
+	metrics := refresher.NewMetrics(base.Metrics, Name)
 	reporter := &refresher.Reporter{
-		Publisher:   bus.NewPublisher(base.JS, Name),
+		Publisher:   base.Publisher(),
 		StreamReady: func(ctx context.Context) error { return dispatch.StreamExists(ctx, base.JS, bus.StreamEvents) },
 		Clock:       clk,
 		Metrics:     metrics,

@@ -202,7 +202,7 @@ func TestBinaryWritesTheSecretBecomesReadyAndStopsCleanly(t *testing.T) {
 		t.Errorf("status %s, want ok with an expiry", published[0])
 	}
 	_, page, err := get(t.Context(), b.metricsURL)
-	if err != nil || !strings.Contains(page, "credrefresher_token_expiry_timestamp_seconds") {
+	if err != nil || !strings.Contains(page, "aicr_credrefresher_token_expiry_timestamp_seconds") {
 		t.Errorf("metrics page lacks the expiry (%v)", err)
 	}
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"flag"
 	"io"
 	"strings"
@@ -71,7 +72,11 @@ func TestMainRejectsBadFlagsWithExitCode2(t *testing.T) {
 	if code := Main(t.Context(), []string{"--registry-auth", "nope"}, &out); code != 2 {
 		t.Errorf("exit code %d, want 2", code)
 	}
-	if !strings.Contains(out.String(), `credrefresher: invalid flags: --registry-auth "nope"`) {
-		t.Errorf("stderr %q does not name the flag", out.String())
+	var line struct{ Level, Component, Message, Error string }
+	if err := json.Unmarshal([]byte(out.String()), &line); err != nil {
+		t.Fatalf("stderr %q is not one JSON line: %v", out.String(), err)
+	}
+	if line.Level != "error" || line.Component != "credrefresher" || !strings.Contains(line.Error, `invalid flags: --registry-auth "nope"`) {
+		t.Errorf("stderr %q does not name the flag in an error line", out.String())
 	}
 }

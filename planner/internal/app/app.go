@@ -103,6 +103,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	recorder, stopEvents := controller.NewRecorder(base.KubeClient, o.Identity)
+	metrics := controller.NewMetrics(base.Metrics)
+	defer stopEvents()
 	g, gctx := errgroup.WithContext(ctx)
 	if _, _, err := base.Serve(gctx, g); err != nil {
 		return err
@@ -118,14 +121,17 @@ func Run(ctx context.Context, o Options) error {
 				}
 				return err
 			}
+			if err := base.Bus.WatchConsumer(consumers[bus.ConsumerPlanner]); err != nil {
+				return err
+			}
 			ctrl := controller.New(controller.Config{
 				Name: Name, Namespace: o.Namespace, EngineNamespace: o.EngineNamespace,
-				Identities: o.Identities(), Workers: o.Workers,
-			}, kube, bus.NewPublisher(base.JS, Name))
+				Identities: o.Identities(), Workers: o.Workers, Recorder: recorder, Metrics: metrics,
+			}, kube, base.Publisher())
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
 			lg.Go(func() error {
-				d := &dispatch.Dispatcher{Consumer: consumers[bus.ConsumerPlanner], Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: dispatch.NewMetrics(base.Registry, Name)}
+				d := &dispatch.Dispatcher{Consumer: consumers[bus.ConsumerPlanner], Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: base.Bus}
 				return d.Run(lgctx)
 			})
 			return lg.Wait()

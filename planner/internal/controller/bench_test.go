@@ -71,7 +71,6 @@ func (s *memStore) GetConfigMap(_ context.Context, ns, name string) (*corev1.Con
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
 }
 func (s *memStore) CreateConfigMap(context.Context, *corev1.ConfigMap) error { return nil }
-func (s *memStore) CreateEvent(context.Context, *corev1.Event) error         { return nil }
 
 // countingPublisher counts commands and remembers the last one.
 type countingPublisher struct {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
@@ -40,7 +41,7 @@ type Publisher interface {
 type Config struct {
 	// Name is the binary's name (Event source).
 	Name string
-	// Namespace is the operator namespace: plans and Events live there.
+	// Namespace is the operator namespace: plans live there.
 	Namespace string
 	// EngineNamespace is Argo CD's namespace (no component may be installed there).
 	EngineNamespace string
@@ -52,6 +53,11 @@ type Config struct {
 	Workers int
 	// Resync is the informers' resync period (10 minutes when zero).
 	Resync time.Duration
+	// Recorder records the Events on runtimes and rollouts (NewRecorder); none are recorded
+	// when nil.
+	Recorder record.EventRecorder
+	// Metrics are the planner's metrics (NewMetrics); unregistered ones when nil.
+	Metrics *Metrics
 }
 
 // Controller makes the planner's decisions for every ClusterRuntime.
@@ -93,11 +99,19 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 10 * time.Minute
 	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = discard{}
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: cfg.Name, Clock: cfg.Clock},
 	)
 	cs := newCachedStore(store)
+	runtimes := cs.cachedRuntimes
+	cfg.Metrics.runtimes.Store(&runtimes)
 	return &Controller{
 		cfg: cfg, store: cs, cache: cs, pub: pub, queue: q,
 		plans: plan.NewCache(func(ctx context.Context, name string) (*corev1.ConfigMap, error) {

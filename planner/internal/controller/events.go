@@ -1,52 +1,101 @@
 package controller
 
 import (
-	"cmp"
 	"context"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
-	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 const (
 	corev1Normal  = corev1.EventTypeNormal
 	corev1Warning = corev1.EventTypeWarning
-	// eventTimeout bounds one Event write: Events are news, never worth blocking a decision.
-	eventTimeout = 5 * time.Second
+	// maxEventMessage bounds an Event's message: kubectl shows it on one line.
+	maxEventMessage = 1024
 )
 
-// EventNamespace is where Events about a ClusterRuntime go. The API server accepts an Event
-// about a cluster-scoped object only in "default" (or kube-system), and that is where
-// `kubectl describe clusterruntime` finds them; the chart grants the planner create on Events
-// there (see docs/planner.md).
-const EventNamespace = "default"
+// Event rate limits, per involved object and Event type (client-go's spam filter): a burst large
+// enough for a rollout's steps (each started and finished: two Events), then one every ten
+// seconds. client-go's default (25, then one per five minutes) silences a rollout of more than
+// a dozen steps half-way.
+const (
+	EventBurst = 128
+	EventQPS   = 1.0 / 10
+)
 
-// event records a core/v1 Event on the ClusterRuntime. A failure is logged and otherwise
-// ignored: Events are news, never a reason to stop a decision.
-func (c *Controller) event(ctx context.Context, rt *v1alpha1.ClusterRuntime, typ, reason, msg string) {
-	if len(msg) > 1024 {
-		msg = msg[:1021] + "..."
+// Event reasons of the planner's own, beside those of package rollout and the outcomes.
+const (
+	EventRolloutCreated    = "RolloutCreated"
+	EventFinalizerReleased = "FinalizerReleased"
+)
+
+// EventComponent is the source of the planner's Events (kubectl's "From" column).
+const EventComponent = "aicr-" + v1alpha1.BinaryPlanner
+
+// NewRecorder starts client-go's event broadcaster, writing through core with its correlator:
+// repeats of an Event are one Event with a count (patched), more than ten similar Events on one
+// object within ten minutes are combined, and EventBurst/EventQPS limit each object. The API
+// server accepts an Event about a cluster-scoped object (ClusterRuntime, RuntimeRollout) only in
+// namespace default, where the recorder puts it and where `kubectl describe` finds it. instance
+// (the pod's name) tells replicas apart. Call stop when done: Events still queued are dropped.
+func NewRecorder(core kubernetes.Interface, instance string) (rec record.EventRecorder, stop func()) {
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: EventBurst, QPS: EventQPS}))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.CoreV1().Events("")})
+	return b.NewRecorder(Scheme, corev1.EventSource{Component: EventComponent, Host: instance}), b.Shutdown
+}
+
+// discard is the recorder of a controller configured without one.
+type discard struct{}
+
+func (discard) Event(runtime.Object, string, string, string)                                      {}
+func (discard) Eventf(runtime.Object, string, string, string, ...any)                             {}
+func (discard) AnnotatedEventf(runtime.Object, map[string]string, string, string, string, ...any) {}
+
+func truncate(msg string) string {
+	if len(msg) > maxEventMessage {
+		return msg[:maxEventMessage-3] + "..."
 	}
-	now := metav1.NewTime(c.cfg.Clock.Now())
-	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: rt.Name + ".", Namespace: EventNamespace},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "ClusterRuntime",
-			Name: rt.Name, UID: rt.UID, ResourceVersion: rt.ResourceVersion,
-		},
-		Reason: reason, Message: msg, Type: typ,
-		Source:         corev1.EventSource{Component: cmp.Or(c.cfg.Name, v1alpha1.BinaryPlanner)},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		ReportingController: "aicr.run/" + cmp.Or(c.cfg.Name, v1alpha1.BinaryPlanner),
-		ReportingInstance:   cmp.Or(c.cfg.Name, v1alpha1.BinaryPlanner),
+	return msg
+}
+
+// event records an Event on the ClusterRuntime. Recording never blocks nor fails a decision:
+// Events are news.
+func (c *Controller) event(_ context.Context, rt *v1alpha1.ClusterRuntime, typ, reason, msg string) {
+	c.cfg.Recorder.Event(rt, typ, reason, truncate(msg))
+}
+
+// rolloutEvent records ev on a RuntimeRollout.
+func (c *Controller) rolloutEvent(r *v1alpha1.RuntimeRollout, ev rollout.Event) {
+	typ := corev1Normal
+	if ev.Warning {
+		typ = corev1Warning
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventTimeout)
-	defer cancel()
-	if err := c.store.CreateEvent(ctx, ev); err != nil {
-		logging.From(ctx).Warn().Err(err).Str(logging.KeyReason, reason).Msg("record event")
+	c.cfg.Recorder.Event(r, typ, ev.Reason, truncate(ev.Message))
+}
+
+// recordChanges records what a rollout status write changed: an Event on the rollout for each
+// step that started, succeeded, failed, blocked or awaits approval, and at the rollout's end an
+// Event on the rollout and on its runtime; and the step and rollout metrics.
+func (c *Controller) recordChanges(ctx context.Context, rt *v1alpha1.ClusterRuntime, before *v1alpha1.RuntimeRolloutStatus, after *v1alpha1.RuntimeRollout) {
+	c.cfg.Metrics.observeChanges(before, after)
+	for _, ch := range rollout.StepChanges(before, &after.Status) {
+		if ev, ok := rollout.StepEvent(ch, len(after.Status.Steps)); ok {
+			c.rolloutEvent(after, ev)
+		}
+	}
+	if rollout.EndedNow(before, &after.Status) {
+		ev := rollout.EndEvent(after)
+		c.rolloutEvent(after, ev)
+		typ := corev1Normal
+		if ev.Warning {
+			typ = corev1Warning
+		}
+		c.event(ctx, rt, typ, ev.Reason, ev.Message)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
@@ -28,6 +29,9 @@ func (c *Controller) handleVerdict(ctx context.Context, m *dispatch.Message) err
 	}
 	awaited := false
 	if name, _, ok := rollout.ParseStepID(v.StepID); ok {
+		if v.Ready {
+			ctx = withVerdictReceived(ctx, time.Now())
+		}
 		now := c.cfg.Clock.Now()
 		observe := func(_ *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout) {
 			awaited = rollout.AwaitsVerdict(r, &v)
@@ -56,8 +60,11 @@ func (c *Controller) handleResult(ctx context.Context, m *dispatch.Message) erro
 	}
 	name, _, ok := rollout.ParseStepID(res.Step.ID)
 	if !ok {
-		if res.Outcome == bus.OutcomeForeign || res.Outcome == bus.OutcomeBlocked || res.Outcome == bus.OutcomeFailed {
+		switch {
+		case res.Outcome == bus.OutcomeForeign || res.Outcome == bus.OutcomeBlocked || res.Outcome == bus.OutcomeFailed:
 			c.repairRefused(ctx, &res)
+		case res.Outcome == bus.OutcomeWritten && driftRepair(res.Step.ID):
+			c.repaired(ctx, &res)
 		}
 		return nil
 	}
@@ -83,6 +90,15 @@ func (c *Controller) repairRefused(ctx context.Context, res *bus.ApplyResult) {
 		return
 	}
 	c.event(ctx, rt, corev1Warning, cmp.Or(res.Reason, res.Outcome), fmt.Sprintf("repair of %s refused (%s): %s", res.Release, res.Outcome, res.Message))
+}
+
+// repaired records that the applier wrote an edited Application back to its plan.
+func (c *Controller) repaired(ctx context.Context, res *bus.ApplyResult) {
+	rt, err := c.store.GetRuntime(ctx, res.Runtime)
+	if err != nil {
+		return
+	}
+	c.event(ctx, rt, corev1Normal, rollout.EventDriftRepaired, fmt.Sprintf("Application %s was written back to its plan (%s)", res.Release, res.Step.ID))
 }
 
 // onRollout runs observe on a rollout of runtime under the runtime's lock, advances it,
@@ -209,7 +225,9 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 			if err := c.publishStep(ctx, rt, r, s, "drift-"+tag); err != nil {
 				return err
 			}
-			c.event(ctx, rt, corev1Normal, v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds))
+			msg := fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
+			c.event(ctx, rt, corev1Normal, v1alpha1.EventFieldOwnershipOverridden, msg)
+			c.rolloutEvent(r, rollout.Event{Reason: v1alpha1.EventFieldOwnershipOverridden, Message: msg})
 		}
 	}
 	c.queue.Add(d.Runtime)

@@ -57,6 +57,7 @@ type harness struct {
 	pub   *bus.Publisher
 	seen  map[string]int // command message IDs received
 	order []string       // "release(Action)" in order
+	name  string         // the runtime's name
 }
 
 func newHarness(t *testing.T) *harness {
@@ -80,7 +81,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil && !strings.Contains(err.Error(), "already exists") {
 		t.Fatal(err)
 	}
-	return &harness{t: t, env: env, core: core, kube: kube, nats: srv, js: js, cmds: cmds, pub: bus.NewPublisher(js, "test"), seen: map[string]int{}}
+	return &harness{t: t, env: env, core: core, kube: kube, nats: srv, js: js, cmds: cmds, pub: bus.NewPublisher(js, "test"), seen: map[string]int{}, name: "cluster"}
 }
 
 // startPlanner runs a planner (controller + dispatcher) until the returned stop is called.
@@ -88,7 +89,8 @@ func (h *harness) startPlanner() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	ctx = logging.Into(ctx, log)
-	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}}, h.kube, bus.NewPublisher(h.js, "planner"))
+	rec, stopEvents := NewRecorder(h.core, "planner-test")
+	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec}, h.kube, bus.NewPublisher(h.js, "planner"))
 	cons, err := dispatch.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
 	if err != nil {
 		h.t.Fatal(err)
@@ -100,7 +102,7 @@ func (h *harness) startPlanner() (stop func()) {
 		defer wg.Done()
 		_ = (&dispatch.Dispatcher{Consumer: cons, Routes: c.Routes(), Workers: 4}).Run(ctx)
 	}()
-	return func() { cancel(); wg.Wait() }
+	return func() { cancel(); wg.Wait(); stopEvents() }
 }
 
 type command struct {
@@ -163,22 +165,22 @@ func (h *harness) answer(c *command) {
 	if c.remove != nil {
 		outcome = bus.OutcomeRemoved
 	}
-	res := &bus.ApplyResult{CommandID: c.msgID, Runtime: "cluster", Release: c.release, Step: c.step, Action: c.action, Outcome: outcome}
-	if err := h.pub.Publish(ctx, bus.AppliedSubject("cluster", c.release), c.msgID+"/result", res); err != nil {
+	res := &bus.ApplyResult{CommandID: c.msgID, Runtime: h.name, Release: c.release, Step: c.step, Action: c.action, Outcome: outcome}
+	if err := h.pub.Publish(ctx, bus.AppliedSubject(h.name, c.release), c.msgID+"/result", res); err != nil {
 		h.t.Fatal(err)
 	}
 	if c.remove != nil {
 		return
 	}
-	v := &bus.ReleaseVerdict{Runtime: "cluster", Release: c.release, StepID: c.step.ID, PlanDigest: c.apply.PlanDigest, Ready: true,
+	v := &bus.ReleaseVerdict{Runtime: h.name, Release: c.release, StepID: c.step.ID, PlanDigest: c.apply.PlanDigest, Ready: true,
 		Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed}}}
-	if err := h.pub.Publish(ctx, bus.VerdictSubject("cluster", c.release), c.step.ID+"/ready", v); err != nil {
+	if err := h.pub.Publish(ctx, bus.VerdictSubject(h.name, c.release), c.step.ID+"/ready", v); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
 func (h *harness) runtime() *v1alpha1.ClusterRuntime {
-	rt, err := h.kube.GetRuntime(context.Background(), "cluster")
+	rt, err := h.kube.GetRuntime(context.Background(), h.name)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -189,7 +191,7 @@ func (h *harness) waitRuntime(what string, cond func(rt *v1alpha1.ClusterRuntime
 	h.t.Helper()
 	var last *v1alpha1.ClusterRuntime
 	err := testenv.WaitFor(context.Background(), statusTimeout, what, func(ctx context.Context) (bool, error) {
-		rt, err := h.kube.GetRuntime(ctx, "cluster")
+		rt, err := h.kube.GetRuntime(ctx, h.name)
 		if err != nil {
 			return false, err
 		}
@@ -311,6 +313,11 @@ func TestRolloutThroughTheBus(t *testing.T) {
 		return condReason(rt, v1alpha1.ConditionStalled) == v1alpha1.ReasonAwaitingApproval
 	})
 	name := got.Status.Rollout
+	second, err := h.kube.GetRollout(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvents("RuntimeRollout", name, second.UID, map[string]int{rollout.EventAwaitingApproval: 1, rollout.EventStepSucceeded: 2})
 	// An approval by the operator's own identity is ignored.
 	h.setApproval(name, selfID)
 	if c := h.next(quietWindow); c != nil {
@@ -378,13 +385,11 @@ func TestRolloutThroughTheBus(t *testing.T) {
 	if c.apply == nil || c.release != "nfd" || c.apply.PlanDigest != got.Status.ActivePlan || !strings.HasPrefix(c.step.ID, "repair/") {
 		t.Fatalf("repair command %+v", c.apply)
 	}
-	err = testenv.WaitFor(ctx, statusTimeout, "event FieldOwnershipOverridden", func(ctx context.Context) (bool, error) {
-		evs, err := h.core.CoreV1().Events(EventNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + v1alpha1.EventFieldOwnershipOverridden})
-		return err == nil && len(evs.Items) > 0, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h.answer(c) // the applier wrote it back
+	h.waitEvents("ClusterRuntime", "cluster", got.UID, map[string]int{v1alpha1.EventFieldOwnershipOverridden: 1, rollout.EventDriftRepaired: 1,
+		EventRolloutCreated: 2, v1alpha1.OutcomeSucceeded: 2})
+	h.waitEvents("RuntimeRollout", name, second.UID, map[string]int{EventRolloutCreated: 1, rollout.EventStepStarted: 3,
+		rollout.EventStepSucceeded: 3, rollout.EventAwaitingApproval: 1, v1alpha1.OutcomeSucceeded: 1})
 }
 
 func (h *harness) setApproval(name, by string) {

@@ -33,11 +33,10 @@ type Store interface {
 	DeleteRollout(ctx context.Context, name, uid string) error
 	GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
-	CreateEvent(ctx context.Context, ev *corev1.Event) error
 }
 
 // Kube is the Store on a real API server: a small typed REST client for operator.aicr.run
-// (no generated clientset) and the core client for ConfigMaps and Events.
+// (no generated clientset) and the core client for ConfigMaps.
 type Kube struct {
 	rc   rest.Interface
 	core kubernetes.Interface
@@ -142,12 +141,6 @@ func (k *Kube) GetConfigMap(ctx context.Context, namespace, name string) (*corev
 // CreateConfigMap implements Store.
 func (k *Kube) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
 	_, err := k.core.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
-	return err
-}
-
-// CreateEvent implements Store.
-func (k *Kube) CreateEvent(ctx context.Context, ev *corev1.Event) error {
-	_, err := k.core.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
 }
 

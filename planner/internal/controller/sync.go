@@ -275,21 +275,16 @@ func (c *Controller) advanceInFlight(ctx context.Context, v *view, inflight *v1a
 	return nil, nil
 }
 
-// rolloutEnded records a rollout's end: the stack's position after it (rollout.Position.After),
-// an Event and a log line.
+// rolloutEnded records a rollout's end: the stack's position after it (rollout.Position.After)
+// and a log line (its Events were recorded with the write that ended it, recordChanges).
 func (c *Controller) rolloutEnded(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout) {
 	v.at = v.at.After(r)
-	typ := corev1Warning
-	if r.Status.Phase == v1alpha1.PhaseSucceeded {
-		typ = corev1Normal
-	}
-	c.event(ctx, v.rt, typ, r.Status.Outcome, fmt.Sprintf("rollout %s: %s", r.Name, r.Status.Message))
 	logging.From(ctx).Info().Str(logging.KeyRollout, r.Name).Str(logging.KeyOutcome, r.Status.Outcome).Msg("rollout ended")
 }
 
 // releaseFinalizer lets a runtime being deleted go, with an Event saying why.
 func (c *Controller) releaseFinalizer(ctx context.Context, rt *v1alpha1.ClusterRuntime, why string) error {
-	c.event(ctx, rt, corev1Normal, "FinalizerReleased", why)
+	c.event(ctx, rt, corev1Normal, EventFinalizerReleased, why)
 	_, err := c.setFinalizer(ctx, rt, false)
 	return err
 }
@@ -423,7 +418,9 @@ func (c *Controller) createRollout(ctx context.Context, rt *v1alpha1.ClusterRunt
 	if err != nil {
 		return nil, fmt.Errorf("create rollout %s: %w", name, err)
 	}
-	c.event(ctx, rt, corev1Normal, "RolloutCreated", fmt.Sprintf("rollout %s (%s) from plan %s to %s", name, reason, cmp.Or(from, "(none)"), cmp.Or(to, "(none)")))
+	created := fmt.Sprintf("rollout %s (%s) from plan %s to %s", name, reason, cmp.Or(from, "(none)"), cmp.Or(to, "(none)"))
+	c.event(ctx, rt, corev1Normal, EventRolloutCreated, created)
+	c.rolloutEvent(out, rollout.Event{Reason: EventRolloutCreated, Message: created})
 	logging.From(ctx).Info().Str(logging.KeyRollout, name).Str(logging.KeyReason, reason).Msg("rollout created")
 	return out, nil
 }
@@ -486,12 +483,14 @@ func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.Runtim
 
 func (c *Controller) supersede(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, newer string, now time.Time) error {
 	var out *v1alpha1.RuntimeRollout
+	var before *v1alpha1.RuntimeRolloutStatus
 	done := false
 	err := retryConflict(func() error {
 		cur, err := c.store.GetRollout(ctx, r.Name)
 		if err != nil {
 			return err
 		}
+		before = cur.Status.DeepCopy()
 		if !rollout.Supersede(cur, newer, now) {
 			return nil
 		}
@@ -503,7 +502,7 @@ func (c *Controller) supersede(ctx context.Context, rt *v1alpha1.ClusterRuntime,
 		return fmt.Errorf("supersede rollout %s: %w", r.Name, err)
 	}
 	if done {
-		c.event(ctx, rt, corev1Normal, v1alpha1.OutcomeSuperseded, fmt.Sprintf("rollout %s: %s", r.Name, out.Status.Message))
+		c.recordChanges(ctx, rt, before, out)
 		return c.labelOutcome(ctx, out)
 	}
 	return nil
@@ -618,6 +617,7 @@ func (c *Controller) advanceOnce(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		var err error
 		if out, err = c.store.UpdateRolloutStatus(ctx, cur); err == nil {
 			wrote = true
+			c.recordChanges(ctx, rt, orig, out)
 		}
 		return err
 	})
@@ -684,6 +684,7 @@ func (c *Controller) publishNew(ctx context.Context, subject, id string, m bus.E
 	if err := c.pub.Publish(ctx, subject, id, m); err != nil {
 		return false, err
 	}
+	c.cfg.Metrics.observeAdvance(ctx)
 	c.mu.Lock()
 	if len(c.published) > 100000 { // bound memory; a republish is harmless
 		c.published = map[string]bool{}
@@ -738,6 +739,13 @@ func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan,
 	}
 	c.event(ctx, v.rt, corev1Normal, what, fmt.Sprintf("%d Applications written with automated sync %s", len(keys), map[bool]string{true: "off", false: "on"}[suspend]))
 	return nil
+}
+
+// driftRepair reports whether a repair's step ID is a drift repair's (handleDrift), not one of
+// the writes of an engine suspension or resumption (tags suspend-g<n>, resume-g<n>).
+func driftRepair(id string) bool {
+	tag := id[strings.LastIndexByte(id, '/')+1:]
+	return strings.HasPrefix(id, "repair/") && !strings.HasPrefix(tag, "suspend-") && !strings.HasPrefix(tag, "resume-")
 }
 
 // repairID is a repair's step ID, "repair/<12 hex of the plan digest>/<tag>".

@@ -98,6 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("create argo cd client: %w", err)
 	}
+	metrics := watch.NewMetrics(base.Metrics)
 	g, gctx := errgroup.WithContext(ctx)
 	health, _, err := base.Serve(gctx, g)
 	if err != nil {
@@ -108,7 +109,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g.Go(func() error {
 		return base.RunLeader(gctx, func(lctx context.Context) error {
-			return lead(lctx, o, base, argo)
+			return lead(lctx, o, base, argo, metrics)
 		})
 	})
 	base.Log.Info().Str("engine_namespace", o.EngineNamespace).Msg("started")
@@ -119,14 +120,14 @@ func Run(ctx context.Context, o Options) error {
 
 // lead is the work of the leader: watch Argo CD's presence, and Applications once the CRDs
 // exist.
-func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Client) error {
+func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Client, metrics *watch.Metrics) error {
 	if err := dispatch.WaitStream(ctx, base.JS, bus.StreamEvents); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	pub := bus.NewPublisher(base.JS, Name)
+	pub := base.Publisher()
 	mon := &engine.Monitor{
 		Check: (&engine.Checker{
 			Discovery: base.KubeClient.Discovery(),
@@ -141,6 +142,7 @@ func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Clie
 		Publisher: pub,
 		Settings:  o.settings(),
 		Plans:     plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), planCacheSize),
+		Metrics:   metrics,
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	crds := mon.CRDs()

@@ -55,6 +55,8 @@ type Watcher struct {
 	Plans *plan.Cache
 	// Publisher sends verdicts and drift reports.
 	Publisher Publisher
+	// Metrics counts verdicts, drift and the watch lag; nil for none.
+	Metrics *Metrics
 
 	queue    workqueue.TypedRateLimitingInterface[string]
 	informer cache.SharedIndexInformer
@@ -71,6 +73,8 @@ type published struct {
 	uid     string
 	verdict string // verdictContent of the last verdict published
 	drift   *drift.Report
+	// reconciled is the Application's status.reconciledAt when last handled (watch lag).
+	reconciled time.Time
 }
 
 // HasSynced reports whether the informer has listed every Application once.
@@ -86,6 +90,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
+	if w.Metrics != nil {
+		queued := w.queue.Len
+		w.Metrics.queued.Store(&queued)
+	}
 	w.informer = cache.NewSharedIndexInformer(w.Apps.ListWatch(Selector.String()), &argoapp.Application{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if err := w.informer.SetTransform(Transform); err != nil {
@@ -197,6 +205,7 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 		return nil
 	}
 	st := w.stateFor(key, string(app.UID))
+	st.reconciled = w.Metrics.observeReconcile(app, st.reconciled, time.Now())
 	pl, err := w.plan(ctx, app)
 	if err != nil {
 		return err
@@ -241,6 +250,7 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Ap
 	if err := w.Publisher.Publish(ctx, bus.DriftSubject(r.Runtime, r.Release), id, r); err != nil {
 		return err
 	}
+	w.Metrics.observeDrift(r.Kinds)
 	logging.From(ctx).Info().Str(logging.KeyRelease, app.Name).Str(logging.KeyRuntime, r.Runtime).Msg("owned application deleted")
 	return nil
 }
@@ -275,6 +285,7 @@ func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, 
 		return err
 	}
 	st.verdict = content
+	w.Metrics.observeVerdict(v)
 	logging.From(ctx).Debug().Str(logging.KeyRelease, app.Name).Str(logging.KeyStep, stepID).Bool("ready", v.Ready).Bool("failed", v.Failed).Msg("verdict published")
 	return nil
 }
@@ -341,6 +352,7 @@ func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, pl
 	if err := w.Publisher.Publish(ctx, bus.DriftSubject(m.Runtime, m.Release), driftID(app, r), m); err != nil {
 		return err
 	}
+	w.Metrics.observeDrift(m.Kinds)
 	log := logging.From(ctx).Info().Str(logging.KeyRelease, app.Name).Strs("kinds", r.Kinds).Strs("fields", r.Fields).Strs("managers", r.Managers)
 	if r.Empty() {
 		log.Msg("drift cleared")

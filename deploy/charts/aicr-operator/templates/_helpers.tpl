@@ -75,7 +75,14 @@ app.kubernetes.io/component: {{ .component }}
 
 {{- define "aicr.natsName" -}}{{ include "aicr.fullname" . }}-nats{{- end -}}
 
-{{- define "aicr.natsTLSSecret" -}}{{ include "aicr.natsName" . }}-tls{{- end -}}
+{{- define "aicr.natsTLSSecret" -}}{{ default (printf "%s-tls" (include "aicr.natsName" .)) .Values.nats.tls.existingSecret }}{{- end -}}
+
+{{/* The Secret of the NATS passwords and their bcrypt hashes: yours (nats.auth.existingSecret) or
+the one the setup Job creates. */}}
+{{- define "aicr.natsAuthSecret" -}}{{ default (printf "%s-nats-auth" (include "aicr.fullname" .)) .Values.nats.auth.existingSecret }}{{- end -}}
+
+{{/* The environment variable holding a NATS user's bcrypt hash (nats.conf reads it). */}}
+{{- define "aicr.natsHashEnv" -}}{{ upper . }}_PASSWORD_HASH{{- end -}}
 
 {{/* The Secret whose ca.crt the binaries trust for NATS (--nats-tls-ca); empty: none. */}}
 {{- define "aicr.natsCASecret" -}}
@@ -100,7 +107,13 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "aicr.webhookService" -}}{{ include "aicr.fullname" . }}-admission{{- end -}}
-{{- define "aicr.webhookSecret" -}}{{ include "aicr.fullname" . }}-admission-tls{{- end -}}
+{{- define "aicr.webhookSecret" -}}{{ default (printf "%s-admission-tls" (include "aicr.fullname" .)) .Values.admission.tls.existingSecret }}{{- end -}}
+
+{{/* Argo CD: objects kept on uninstall (helm.sh/resource-policy: keep) are never pruned either. */}}
+{{- define "aicr.keepAnnotations" -}}
+helm.sh/resource-policy: keep
+argocd.argoproj.io/sync-options: Prune=false
+{{- end -}}
 
 {{/* Container security context of every container: non-root, read-only, nothing extra. */}}
 {{- define "aicr.containerSecurityContext" -}}
