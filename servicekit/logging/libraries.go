@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/rs/zerolog"
@@ -49,18 +52,41 @@ func klogVerbosity(l zerolog.Level) int {
 // informers) and the standard library's log package (net/http's server errors, such as a TLS
 // handshake that failed). klog's verbosity follows l's level (see klogVerbosity). Both are
 // process-wide, so the last call wins; a binary calls it once, from service.Start.
+//
+// klog's logger is installed once per process and reads the current l at each line: klog's
+// setter is not safe beside goroutines that log, and a test process starts several services, one
+// after the other, while the previous one's informers may still be logging.
 func RouteLibraries(l zerolog.Logger) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	// Errors are impossible: the flags exist and the values are valid.
-	_ = fs.Set("v", strconv.Itoa(klogVerbosity(l.GetLevel())))
-	_ = fs.Set("logtostderr", "true")
 	kl := l.With().Str(KeySource, SourceKlog).Logger()
-	klog.SetLoggerWithOptions(logr.New(&sink{log: kl}), klog.WriteKlogBuffer(klogBufferWriter(kl)))
+	libraryLog.Store(&kl)
+	klogOnce.Do(func() {
+		klogFlags = flag.NewFlagSet("klog", flag.ContinueOnError)
+		klog.InitFlags(klogFlags)
+		// Errors are impossible: the flags exist and the values are valid.
+		_ = klogFlags.Set("logtostderr", "true")
+		klog.SetLoggerWithOptions(logr.New(&sink{}), klog.WriteKlogBuffer(writeKlogBuffer))
+	})
+	// klog guards its verbosity with its own lock.
+	_ = klogFlags.Set("v", strconv.Itoa(klogVerbosity(l.GetLevel())))
 
 	log.SetFlags(0)
 	log.SetPrefix("")
 	log.SetOutput(StdlogWriter(l, zerolog.WarnLevel))
+}
+
+// The process-wide state behind RouteLibraries: klog is process-wide, so its route is too.
+var (
+	klogOnce   sync.Once
+	klogFlags  *flag.FlagSet
+	libraryLog atomic.Pointer[zerolog.Logger]
+)
+
+// current returns the logger of the last RouteLibraries call.
+func current() zerolog.Logger {
+	if l := libraryLog.Load(); l != nil {
+		return *l
+	}
+	return zerolog.Nop()
 }
 
 // StdlogWriter returns a writer that turns each line a standard library *log.Logger writes into
@@ -82,19 +108,18 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// klogBufferWriter writes klog's unstructured lines (Infof, Warning, Errorf and their kin). klog
+// writeKlogBuffer writes klog's unstructured lines (Infof, Warning, Errorf and their kin). klog
 // hands them over formatted, header included ("W0102 15:04:05.000000    7 file.go:12] text"),
 // which is the only place their severity survives: the header becomes the level and the caller,
 // the text the message. A line without a header is kept whole at info.
-func klogBufferWriter(l zerolog.Logger) func([]byte) {
-	return func(data []byte) {
-		level, caller, msg := parseKlogLine(data)
-		e := l.WithLevel(level)
-		if caller != "" {
-			e = e.Str(KeyCaller, caller)
-		}
-		e.Msg(msg)
+func writeKlogBuffer(data []byte) {
+	level, caller, msg := parseKlogLine(data)
+	l := current()
+	e := l.WithLevel(level)
+	if caller != "" {
+		e = e.Str(KeyCaller, caller)
 	}
+	e.Msg(msg)
 }
 
 // parseKlogLine splits a klog text line into its level, caller and message.
@@ -114,10 +139,11 @@ func parseKlogLine(data []byte) (zerolog.Level, string, string) {
 
 // sink is a logr.LogSink over zerolog: klog's structured calls (InfoS, ErrorS, V(n).InfoS) and
 // the contextual loggers client-go takes from klog end here. klog checks its own verbosity before
-// calling; V(0) is info, V(1) to V(3) debug, deeper trace.
+// calling; V(0) is info, V(1) to V(3) debug, deeper trace. A sink keeps its name and values and
+// writes to the current logger (RouteLibraries).
 type sink struct {
-	log  zerolog.Logger
-	name string
+	values []any
+	name   string
 }
 
 func levelOf(v int) zerolog.Level {
@@ -133,41 +159,45 @@ func levelOf(v int) zerolog.Level {
 
 func (s *sink) Init(logr.RuntimeInfo) {}
 
-func (s *sink) Enabled(v int) bool { return s.log.GetLevel() <= levelOf(v) }
+func (s *sink) Enabled(v int) bool { return current().GetLevel() <= levelOf(v) }
 
 func (s *sink) Info(v int, msg string, kv ...any) {
-	fields(s.log.WithLevel(levelOf(v)), s.name, kv).Msg(msg)
+	l := current()
+	fields(l.WithLevel(levelOf(v)), s.name, s.values, kv).Msg(msg)
 }
 
 func (s *sink) Error(err error, msg string, kv ...any) {
-	e := s.log.Error()
+	l := current()
+	e := l.Error()
 	if err != nil {
 		e = e.Err(err)
 	}
-	fields(e, s.name, kv).Msg(msg)
+	fields(e, s.name, s.values, kv).Msg(msg)
 }
 
 func (s *sink) WithValues(kv ...any) logr.LogSink {
-	c := s.log.With()
-	for i := 0; i < len(kv); i += 2 {
-		k, v := pair(kv, i)
-		c = c.Interface(k, v)
-	}
-	return &sink{log: c.Logger(), name: s.name}
+	return &sink{values: append(slices.Clip(s.values), kv...), name: s.name}
 }
 
 func (s *sink) WithName(name string) logr.LogSink {
 	if s.name != "" {
 		name = s.name + "/" + name
 	}
-	return &sink{log: s.log, name: name}
+	return &sink{values: s.values, name: name}
 }
 
-// fields adds the logger name and the key/value pairs to e.
-func fields(e *zerolog.Event, name string, kv []any) *zerolog.Event {
+// fields adds the logger name and the key/value pairs of each list to e.
+func fields(e *zerolog.Event, name string, lists ...[]any) *zerolog.Event {
 	if name != "" {
 		e = e.Str(KeyLogger, name)
 	}
+	for _, kv := range lists {
+		e = pairs(e, kv)
+	}
+	return e
+}
+
+func pairs(e *zerolog.Event, kv []any) *zerolog.Event {
 	for i := 0; i < len(kv); i += 2 {
 		k, v := pair(kv, i)
 		if err, ok := v.(error); ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -159,5 +160,79 @@ func TestParseKlogLine(t *testing.T) {
 				t.Errorf("parse %q = %v %q %q, want %v %q %q", tc.in, level, caller, msg, tc.level, tc.caller, tc.msg)
 			}
 		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the goroutines of TestRouteLibrariesWhileLogging.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestRouteLibrariesWhileLogging proves a second RouteLibraries, as a test process that starts
+// one service after another makes, is safe beside goroutines logging through klog (the race
+// detector checks it) and moves every klog logger, one derived before the call included, to the
+// new logger.
+func TestRouteLibrariesWhileLogging(t *testing.T) {
+	var first, second lockedBuffer
+	a, err := New(&first, FormatJSON, "info", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(&second, FormatJSON, "info", "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	RouteLibraries(a)
+	t.Cleanup(func() { RouteLibraries(zerolog.Nop()) })
+	derived := klog.Background().WithName("informer").WithValues("resource", "applications")
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				klog.InfoS("structured", "n", 1)
+				klog.Background().Info("contextual")
+				derived.Info("derived")
+			}
+		}()
+	}
+	for range 50 {
+		RouteLibraries(b)
+		RouteLibraries(a)
+	}
+	RouteLibraries(b)
+	close(stop)
+	wg.Wait()
+
+	before := strings.Count(second.String(), "\n")
+	derived.Info("after the move", "k", "v")
+	got := lines(t, second.String())
+	if len(got) != before+1 {
+		t.Fatalf("the derived logger wrote %d lines to the current logger, want 1", len(got)-before)
+	}
+	last := got[len(got)-1]
+	if last["component"] != "second" || last[KeyLogger] != "informer" || last["resource"] != "applications" || last["k"] != "v" || last[KeySource] != SourceKlog {
+		t.Errorf("derived line = %v, want component second, logger informer, resource applications, k v, source klog", last)
 	}
 }
