@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -105,9 +104,10 @@ func readResults(ctx context.Context, js jetstream.JetStream) (map[string]bool, 
 			if err := json.Unmarshal(m.Data(), &res); err != nil {
 				return nil, read, fmt.Errorf("decode result on %s: %w", m.Subject(), err)
 			}
-			// The command ID is <rollout>/<index>/<attempt>.
-			if i := strings.LastIndexByte(res.CommandID, '/'); i > 0 {
-				answered[res.CommandID[:i]] = true
+			// The step's ID is <rollout>/<index>; the command ID adds the attempt and the
+			// rollout's UID.
+			if res.Step.ID != "" {
+				answered[res.Step.ID] = true
 			}
 		}
 		if err := batch.Error(); err != nil {
