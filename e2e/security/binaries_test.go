@@ -242,7 +242,7 @@ components:
 	others := map[string]*lockedBuffer{
 		"planner": startBinary(t, "planner", append(nats("planner"),
 			"--operator-identities=system:serviceaccount:aicr-system:aicr-operator-applier")...),
-		"readiness": startBinary(t, "readiness", append(nats("readiness"), "--engine-namespace=argocd", "--engine-project=aicr")...),
+		"readiness": startBinary(t, "readiness", append(nats("readiness"), "--engine-namespace=argocd", "--engine-project=aicr", "--registry-repository=registry.example.com/aicr")...),
 		"credrefresher": startBinary(t, "credrefresher", append(nats("credrefresher"), "--registry-auth=static",
 			"--registry-repository=registry.example.com/aicr", "--engine-namespace=argocd", "--repo-creds-secret=aicr-registry")...),
 	}
