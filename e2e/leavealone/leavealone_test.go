@@ -4,6 +4,7 @@ package leavealone
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -45,16 +46,27 @@ func TestEditedApplicationIsForcedBackWithNoRolloutInProgress(t *testing.T) {
 	})
 	waitApp(t, s, rel, syncTimeout, "Synced/Healthy at the planned values", syncedHealthy)
 
-	// A repair is not a rollout: the runtime stays at its plan, Ready, with the same rollout.
-	after, err := s.Runtime(t.Context())
+	// A repair is not a rollout: the runtime stays at its plan with the same rollout, and is
+	// Ready again (RolledOut) once readiness judges the repaired release ready; while the edit
+	// stood it was NotReady (docs/readiness.md).
+	var after *v1alpha1.ClusterRuntime
+	err := testenv.WaitFor(t.Context(), syncTimeout, "the runtime Ready=True RolledOut again", func(ctx context.Context) (bool, error) {
+		var err error
+		if after, err = s.Runtime(ctx); err != nil {
+			return false, err
+		}
+		if after.Status.Rollout != rt.Status.Rollout || after.Status.ActivePlan != rt.Status.ActivePlan {
+			return false, fmt.Errorf("the repair moved the runtime: rollout %s -> %s, plan %s -> %s", rt.Status.Rollout, after.Status.Rollout, rt.Status.ActivePlan, after.Status.ActivePlan)
+		}
+		c := condition(after, v1alpha1.ConditionReady)
+		return c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRolledOut, nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if after.Status.Rollout != rt.Status.Rollout || after.Status.ActivePlan != rt.Status.ActivePlan {
-		t.Errorf("the repair moved the runtime: rollout %s -> %s, plan %s -> %s", rt.Status.Rollout, after.Status.Rollout, rt.Status.ActivePlan, after.Status.ActivePlan)
-	}
-	if c := condition(after, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonRolledOut {
-		t.Errorf("runtime Ready=%s %s after the repair: %s", c.Status, c.Reason, c.Message)
+		if after == nil {
+			t.Fatal(err)
+		}
+		c := condition(after, v1alpha1.ConditionReady)
+		t.Fatalf("%v: Ready=%s %s: %s", err, c.Status, c.Reason, c.Message)
 	}
 	if !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], rt.Status.Rollout+"/") && !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], "repair/") {
 		t.Errorf("step annotation %q: want the rollout's step or a repair", app.Annotations[v1alpha1.AnnotationStep])
