@@ -410,6 +410,8 @@ func TestChartRBAC(t *testing.T) {
 			{"get", "argoproj.io", "appprojects", "", engineNamespace, "aicr"},
 			{"get", "", "configmaps", "", ops, "aicr-plan-x"},
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryReadiness)},
+			// The rollout an Application's delete-rollout marker names.
+			{"get", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
 		},
 		"credrefresher": {
 			{"get", "", "secrets", "", engineNamespace, "aicr-registry"},
@@ -418,6 +420,8 @@ func TestChartRBAC(t *testing.T) {
 		},
 		"admission": {
 			{"get", "", "configmaps", "", ops, "gpu-stack"},
+			// The rollout an Application's delete-rollout marker names.
+			{"get", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
 		},
 	}
 	denied := map[string][]check{
@@ -444,6 +448,8 @@ func TestChartRBAC(t *testing.T) {
 			{"get", "argoproj.io", "appprojects", "", engineNamespace, "default"},
 			{"update", "argoproj.io", "appprojects", "", engineNamespace, "aicr"},
 			{"create", "", "configmaps", "", ops, ""},
+			{"list", "operator.aicr.run", "runtimerollouts", "", "", ""},
+			{"update", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
 		},
 		"credrefresher": {
 			{"create", "", "secrets", "", engineNamespace, ""},
@@ -452,7 +458,7 @@ func TestChartRBAC(t *testing.T) {
 		},
 		"admission": {
 			{"update", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
-			{"get", "operator.aicr.run", "runtimerollouts", "", "", "r-1"},
+			{"list", "operator.aicr.run", "runtimerollouts", "", "", ""},
 			{"create", "", "configmaps", "", ops, ""},
 			{"list", "", "configmaps", "", ops, ""},
 		},

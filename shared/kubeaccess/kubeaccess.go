@@ -107,6 +107,8 @@ func Needs(binary string) []Need {
 				Why: "whether the operator's AppProject exists (ProjectMissing); Argo CD's CRDs are found by discovery, which needs no grant"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
 				Why: "read a plan by digest, for drift reports"},
+			{Group: "operator.aicr.run", Resource: "runtimerollouts", Verbs: []string{"get"}, Scope: Cluster,
+				Why: "check an Application's delete-rollout marker against the rollout it names (a Remove step of the release)"},
 		}, leader(binary)...)
 	case v1alpha1.BinaryCredRefresher:
 		return append([]Need{
@@ -119,6 +121,8 @@ func Needs(binary string) []Need {
 		return []Need{
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
 				Why: "read the bundle a ClusterRuntime names, to refuse one that does not resolve"},
+			{Group: "operator.aicr.run", Resource: "runtimerollouts", Verbs: []string{"get"}, Scope: Cluster,
+				Why: "check the delete-rollout marker of an Application the operator writes with the resources finalizer against the rollout it names"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
 				Why: "read a bundle kept outside the operator namespace"},
 			{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Verbs: []string{"get", "patch"}, Scope: Cluster,

@@ -17,10 +17,10 @@ func ConfigMapName(digest string) string {
 }
 
 // ConfigMap renders the plan as an immutable ConfigMap in the operator namespace. It fails with
-// ReasonContentTooLarge when the plan does not fit.
+// ReasonContentTooLarge when the plan does not fit (see CheckSize).
 func (p *Plan) ConfigMap(namespace string) (*corev1.ConfigMap, error) {
-	if len(p.canonical) > MaxPlanBytes {
-		return nil, errorf(v1alpha1.ReasonContentTooLarge, "", "the plan is %d bytes; a plan ConfigMap holds at most %d (reduce values or components)", len(p.canonical), MaxPlanBytes)
+	if err := p.CheckSize(); err != nil {
+		return nil, err
 	}
 	immutable := true
 	return &corev1.ConfigMap{

@@ -72,7 +72,7 @@ type Inputs struct {
 
 // Resolve builds the plan for a validated bundle and the runtime's inputs. Errors are *Error
 // values whose Field is a ClusterRuntime path (spec.overrides[i]..., spec.placement...) or a
-// bundle path (components[i]...).
+// bundle path (components[i]...). Whether the plan fits a ConfigMap is CheckSize's question.
 //
 // With several problems, the one reported is the first of: a component's namespace or values
 // (in component order), the runtime's placement, a component's placement paths (in component
@@ -136,6 +136,17 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// CheckSize refuses, with ContentTooLarge naming its size and the limit, a plan whose canonical
+// form does not fit a plan ConfigMap (MaxPlanBytes). Such a plan can never be stored, so the
+// planner treats it as a spec that does not resolve. Resolve itself does not check: benchmarks
+// resolve plans larger than that.
+func (p *Plan) CheckSize() error {
+	if len(p.canonical) > MaxPlanBytes {
+		return errorf(v1alpha1.ReasonContentTooLarge, "", "the plan is %d bytes; a plan ConfigMap holds at most %d (reduce values or components)", len(p.canonical), MaxPlanBytes)
+	}
+	return nil
 }
 
 // canonicalSizeHint is about the size of a component's release in the canonical form (before

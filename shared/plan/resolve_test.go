@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -326,18 +327,52 @@ func TestResolveLeavesBundleAlone(t *testing.T) {
 	}
 }
 
-// TestConfigMapTooLarge proves that a plan too large for a ConfigMap is refused with
-// ContentTooLarge and a message saying the limit and what to reduce.
-func TestConfigMapTooLarge(t *testing.T) {
+// TestPlanTooLarge proves that CheckSize and ConfigMap refuse a plan too large for a ConfigMap
+// with ContentTooLarge and a message naming its size and the limit, whether the bundle's
+// values or the runtime's overrides make it too large, and accept one that fits.
+func TestPlanTooLarge(t *testing.T) {
 	big := strings.Repeat("x", MaxPlanBytes)
-	p := mustResolve(t, mustParse(t, []byte(bundleDoc(component("nfd", "values: {blob: "+big+"}")))), Inputs{})
-	_, err := p.ConfigMap("aicr-system")
+	tests := map[string]struct {
+		bundle string
+		in     Inputs
+		tooBig bool
+	}{
+		"a plan that fits":    {bundle: bundleDoc(component("nfd", "values: {blob: small}"))},
+		"the bundle's values": {bundle: bundleDoc(component("nfd", "values: {blob: "+big+"}")), tooBig: true},
+		"an override on a small bundle": {
+			bundle: bundleDoc(component("nfd", "values: {blob: small}")),
+			in:     Inputs{Overrides: []v1alpha1.Override{{Component: "nfd", Path: "blob", Value: rawJSON(`"` + big + `"`)}}},
+			tooBig: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := mustResolve(t, mustParse(t, []byte(tc.bundle)), tc.in)
+			sizeErr := p.CheckSize()
+			_, cmErr := p.ConfigMap("aicr-system")
+			if !tc.tooBig {
+				if sizeErr != nil || cmErr != nil {
+					t.Fatalf("a plan of %d bytes refused: %v, %v", len(p.Canonical()), sizeErr, cmErr)
+				}
+				return
+			}
+			checkTooLarge(t, sizeErr)
+			checkTooLarge(t, cmErr)
+		})
+	}
+}
+
+func checkTooLarge(t *testing.T, err error) {
+	t.Helper()
 	var pe *Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("ConfigMap error = %v, want *plan.Error", err)
+		t.Fatalf("error = %v, want *plan.Error", err)
 	}
 	if pe.Reason != v1alpha1.ReasonContentTooLarge {
 		t.Errorf("Reason = %s, want %s", pe.Reason, v1alpha1.ReasonContentTooLarge)
+	}
+	if !regexp.MustCompile(`^the plan is 9[0-9]{5} bytes; `).MatchString(pe.Message) {
+		t.Errorf("message %q does not name the plan's size", pe.Message)
 	}
 	for _, frag := range []string{"a plan ConfigMap holds at most 921600", "reduce values or components"} {
 		if !strings.Contains(pe.Message, frag) {

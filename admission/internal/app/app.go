@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/admission/internal/audit"
@@ -116,11 +119,16 @@ func Run(ctx context.Context, o Options) error {
 
 	reloader := certs.NewReloader(o.TLSCertFile, o.TLSKeyFile)
 	base.AddCheck("tls", reloader.Check)
+	dyn, err := dynamic.NewForConfig(base.Kube)
+	if err != nil {
+		return fmt.Errorf("create rollout client: %w", err)
+	}
 	validator := rules.New(rules.Config{
 		OperatorIdentities: o.Identities(),
 		Namespace:          o.Namespace,
 		EngineNamespace:    o.EngineNamespace,
 		Bundles:            configMaps{base.KubeClient},
+		Rollouts:           rollouts{dyn.Resource(v1alpha1.RuntimeRolloutResource)},
 	})
 	recorder := audit.NewRecorder(base.Publisher(), base.Metrics, Name)
 	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Metrics, Name), base.Log)
@@ -152,6 +160,24 @@ func Run(ctx context.Context, o Options) error {
 	err = g.Wait()
 	base.Log.Info().Msg("stopped")
 	return err
+}
+
+// rollouts reads RuntimeRollouts from the API server, one GET each (a delete-rollout marker on
+// an Application carrying the resources finalizer: Remove steps only).
+type rollouts struct {
+	res dynamic.NamespaceableResourceInterface
+}
+
+func (r rollouts) GetRollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
+	u, err := r.res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var ro v1alpha1.RuntimeRollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+		return nil, fmt.Errorf("decode rollout %s: %w", name, err)
+	}
+	return &ro, nil
 }
 
 // configMaps reads bundle ConfigMaps with the Kubernetes client.

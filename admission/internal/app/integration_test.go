@@ -187,8 +187,36 @@ func TestRealAPIServerCallsTheWebhook(t *testing.T) {
 		t.Fatalf("admin's patch: %v", err)
 	}
 
-	// The approved Remove sequence passes: annotate with delete-rollout, then delete.
+	// A delete-rollout marker is checked against the rollout it names: while rollout r-1 does
+	// not exist (a marker set by hand), the operator's write and delete are still denied.
 	remove := []byte(`{"metadata":{"annotations":{"operator.aicr.run/delete-rollout":"r-1"}}}`)
+	if _, err := apps.Patch(ctx, "gpu-operator", "application/merge-patch+json", remove, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("admin sets the marker by hand: %v", err)
+	}
+	wantMarker := `carries the finalizer resources-finalizer.argocd.argoproj.io and the annotation operator.aicr.run/delete-rollout=r-1, but rollout r-1 does not exist`
+	if _, err := asApplier.Patch(ctx, "gpu-operator", "application/merge-patch+json", patch, metav1.PatchOptions{}); err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantMarker) {
+		t.Fatalf("operator's patch of an Application with a hand-set marker: %v; want forbidden with %q", err, wantMarker)
+	}
+	if err := asApplier.Delete(ctx, "gpu-operator", metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), wantMarker) {
+		t.Fatalf("operator's delete of an Application with a hand-set marker: %v; want forbidden with %q", err, wantMarker)
+	}
+
+	// The approved Remove sequence passes while r-1's Remove step of the release is in
+	// progress: annotate with delete-rollout, then delete.
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "operator.aicr.run/v1alpha1", "kind": "RuntimeRollout",
+		"metadata": map[string]any{"name": "r-1"},
+		"spec":     map[string]any{"runtime": "cluster", "runtimeUID": "uid-1"},
+	}}
+	created, err := dyn.Resource(v1alpha1.RuntimeRolloutResource).Create(ctx, ro, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create rollout r-1: %v", err)
+	}
+	created.Object["status"] = map[string]any{"phase": "Progressing", "steps": []any{map[string]any{
+		"index": int64(1), "release": "gpu-operator", "action": "Remove", "state": "InProgress", "startedAt": "2026-12-01T10:00:00Z"}}}
+	if _, err := dyn.Resource(v1alpha1.RuntimeRolloutResource).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("rollout r-1 removes gpu-operator: %v", err)
+	}
 	if _, err := asApplier.Patch(ctx, "gpu-operator", "application/merge-patch+json", remove, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("operator's Remove annotation: %v", err)
 	}

@@ -1,11 +1,13 @@
 package rules
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -32,15 +34,33 @@ func decodeJSON[T any](raw []byte) (*T, error) {
 	return &v, nil
 }
 
-// armed reports whether an Application carries the resources finalizer without the
-// delete-rollout annotation: deleting it would delete the release's resources, outside any
-// approved Remove step.
-func armed(m metav1.ObjectMeta) bool {
-	_, approved := m.Annotations[v1alpha1.AnnotationDeleteRollout]
-	return hasString(m.Finalizers, v1alpha1.ArgoResourcesFinalizer) && !approved
+// unapproved says why the operator may not write or delete an Application carrying the
+// resources finalizer, named by its metadata m: it has no delete-rollout marker, or the rollout
+// the marker names is not removing the release now (v1alpha1.RuntimeRollout.RemoveInProgress).
+// Anyone who may edit the Application can set the marker, so it is read against the rollout.
+// "" when the write is the approved Remove sequence. A rollout that cannot be read fails closed.
+func (v *Validator) unapproved(ctx context.Context, release string, m metav1.ObjectMeta) string {
+	marker, ok := m.Annotations[v1alpha1.AnnotationDeleteRollout]
+	if !ok {
+		return "without the annotation " + v1alpha1.AnnotationDeleteRollout
+	}
+	with := fmt.Sprintf("and the annotation %s=%s, but ", v1alpha1.AnnotationDeleteRollout, marker)
+	if v.cfg.Rollouts == nil || marker == "" {
+		return with + "no Remove step of a rollout can be checked for it"
+	}
+	r, err := v.cfg.Rollouts.GetRollout(ctx, marker)
+	switch {
+	case apierrors.IsNotFound(err):
+		return with + "rollout " + marker + " does not exist"
+	case err != nil:
+		return fmt.Sprintf("%sadmission cannot read rollout %s (%v); try again", with, marker, err)
+	case !r.RemoveInProgress(release):
+		return with + "rollout " + marker + " is not removing " + release + " (set by hand, or its rollout ended)"
+	}
+	return ""
 }
 
-func (v *Validator) application(req *admissionv1.AdmissionRequest) Decision {
+func (v *Validator) application(ctx context.Context, req *admissionv1.AdmissionRequest) Decision {
 	if v.cfg.EngineNamespace != "" && req.Namespace != v.cfg.EngineNamespace {
 		return Decision{}
 	}
@@ -54,7 +74,7 @@ func (v *Validator) application(req *admissionv1.AdmissionRequest) Decision {
 	}
 	var d Decision
 	if v.IsOperator(req.UserInfo.Username) {
-		v.applicationByOperator(&d, req, obj, old)
+		v.applicationByOperator(ctx, &d, req, obj, old)
 	} else {
 		applicationByPerson(&d, req, obj, old)
 	}
@@ -63,28 +83,32 @@ func (v *Validator) application(req *admissionv1.AdmissionRequest) Decision {
 
 // applicationByOperator denies the operator's write to an Application that carries the
 // resources finalizer unless the write is the approved Remove sequence: the object being
-// written (for a deletion, the object being deleted) carries the delete-rollout annotation.
-func (v *Validator) applicationByOperator(d *Decision, req *admissionv1.AdmissionRequest, obj, old *application) {
-	var blocked bool
+// written (for a deletion, the object being deleted) carries the delete-rollout marker, and the
+// rollout it names is removing the release now.
+func (v *Validator) applicationByOperator(ctx context.Context, d *Decision, req *admissionv1.AdmissionRequest, obj, old *application) {
+	var judged *metav1.ObjectMeta
 	switch req.Operation {
 	case admissionv1.Delete:
-		blocked = old != nil && armed(old.Metadata)
-	case admissionv1.Create, admissionv1.Update:
-		if obj == nil {
-			return
+		if old != nil && hasString(old.Metadata.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
+			judged = &old.Metadata
 		}
-		_, approved := obj.Metadata.Annotations[v1alpha1.AnnotationDeleteRollout]
-		carries := hasString(obj.Metadata.Finalizers, v1alpha1.ArgoResourcesFinalizer) ||
-			(old != nil && hasString(old.Metadata.Finalizers, v1alpha1.ArgoResourcesFinalizer))
-		blocked = carries && !approved
+	case admissionv1.Create, admissionv1.Update:
+		if obj != nil && (hasString(obj.Metadata.Finalizers, v1alpha1.ArgoResourcesFinalizer) ||
+			(old != nil && hasString(old.Metadata.Finalizers, v1alpha1.ArgoResourcesFinalizer))) {
+			judged = &obj.Metadata
+		}
 	}
-	if !blocked {
+	if judged == nil {
+		return
+	}
+	why := v.unapproved(ctx, req.Name, *judged)
+	if why == "" {
 		return
 	}
 	d.deny(RuleApplicationFinalizer, "metadata.finalizers",
-		"Application %s/%s carries the finalizer %s without the annotation %s, so the operator (%s) may not write or delete it: deleting it would delete the release's resources. "+
+		"Application %s/%s carries the finalizer %s %s, so the operator (%s) may not write or delete it: deleting it would delete the release's resources. "+
 			"Remove the finalizer to let the operator manage the Application again; to remove the component, take it out of the ClusterRuntime's plan",
-		req.Namespace, req.Name, v1alpha1.ArgoResourcesFinalizer, v1alpha1.AnnotationDeleteRollout, req.UserInfo.Username)
+		req.Namespace, req.Name, v1alpha1.ArgoResourcesFinalizer, why, req.UserInfo.Username)
 }
 
 // applicationByPerson warns someone other than the operator who creates an Application with the

@@ -16,7 +16,8 @@ import (
 // Rule names: the metrics label and the audit record's rule.
 const (
 	// RuleApplicationFinalizer denies the operator's writes to an Application that carries Argo
-	// CD's resources finalizer without the delete-rollout annotation.
+	// CD's resources finalizer outside a Remove step in progress: without the delete-rollout
+	// annotation, or with one that names a rollout not removing the release.
 	RuleApplicationFinalizer = "application-finalizer"
 	// RuleApplicationManagedBy warns a person who writes an Application labelled as the
 	// operator's. It never denies.
@@ -118,6 +119,12 @@ func undecodable(what string, err error) Decision {
 	}
 }
 
+// RolloutGetter reads one RuntimeRollout from the API server (a missing one is an apierrors
+// NotFound); the Application rule checks a delete-rollout marker through it.
+type RolloutGetter interface {
+	GetRollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error)
+}
+
 // ConfigMapGetter reads one ConfigMap; the ClusterRuntime rule reads the bundle through it.
 type ConfigMapGetter interface {
 	GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
@@ -134,6 +141,9 @@ type Config struct {
 	EngineNamespace string
 	// Bundles reads the bundle ConfigMap a ClusterRuntime names.
 	Bundles ConfigMapGetter
+	// Rollouts reads the RuntimeRollout an Application's delete-rollout marker names; nil
+	// approves no marker.
+	Rollouts RolloutGetter
 	// Clock is the time an approval's expiry is compared with.
 	Clock clock.PassiveClock
 }
@@ -175,7 +185,7 @@ func (v *Validator) Validate(ctx context.Context, req *admissionv1.AdmissionRequ
 	}
 	switch {
 	case req.Resource.Group == groupArgo && req.Resource.Resource == "applications":
-		return v.application(req)
+		return v.application(ctx, req)
 	case req.Resource.Group == groupOperator && req.Resource.Resource == "runtimerollouts":
 		return v.rollout(req)
 	case req.Resource.Group == groupOperator && req.Resource.Resource == "clusterruntimes":

@@ -39,8 +39,32 @@ func newValidator(cms ...*corev1.ConfigMap) *Validator {
 		Namespace:          opNS,
 		EngineNamespace:    engineNS,
 		Bundles:            fakeConfigMaps(cms),
+		Rollouts:           testRollouts,
 		Clock:              clocktesting.NewFakePassiveClock(now),
 	})
+}
+
+// fakeRollouts serves RuntimeRollouts by name, NotFound otherwise.
+type fakeRollouts map[string]*v1alpha1.RuntimeRollout
+
+func (f fakeRollouts) GetRollout(_ context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
+	if r, ok := f[name]; ok {
+		return r.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(v1alpha1.RuntimeRolloutResource.GroupResource(), name)
+}
+
+// testRollouts: r-7f3a is removing gpu-operator; r-other removes another release; r-ended
+// removed gpu-operator and failed.
+var testRollouts = fakeRollouts{
+	"r-7f3a":  removingRollout("r-7f3a", v1alpha1.PhaseProgressing, "gpu-operator"),
+	"r-other": removingRollout("r-other", v1alpha1.PhaseProgressing, "nfd"),
+	"r-ended": removingRollout("r-ended", v1alpha1.PhaseFailed, "gpu-operator"),
+}
+
+func removingRollout(name string, phase v1alpha1.RolloutPhase, release string) *v1alpha1.RuntimeRollout {
+	return &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1alpha1.RuntimeRolloutStatus{Phase: phase,
+		Steps: []v1alpha1.Step{{Index: 1, Release: release, Action: v1alpha1.ActionRemove, State: v1alpha1.StepInProgress}}}}
 }
 
 // fakeConfigMaps serves ConfigMaps from a list, NotFound otherwise.
@@ -113,11 +137,16 @@ func withFinalizer(a *application) {
 	a.Metadata.Finalizers = append(a.Metadata.Finalizers, v1alpha1.ArgoResourcesFinalizer)
 }
 
-func withDeleteRollout(a *application) {
-	if a.Metadata.Annotations == nil {
-		a.Metadata.Annotations = map[string]string{}
+func withDeleteRollout(a *application) { withMarker("r-7f3a")(a) }
+
+// withMarker sets the delete-rollout marker to name a rollout.
+func withMarker(rollout string) func(*application) {
+	return func(a *application) {
+		if a.Metadata.Annotations == nil {
+			a.Metadata.Annotations = map[string]string{}
+		}
+		a.Metadata.Annotations[v1alpha1.AnnotationDeleteRollout] = rollout
 	}
-	a.Metadata.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-7f3a"
 }
 
 func unlabelled(a *application) { a.Metadata.Labels = nil }
@@ -133,6 +162,13 @@ func withRevision(rev string) func(*application) {
 const finalizerMessage = "Application argocd/gpu-operator carries the finalizer resources-finalizer.argocd.argoproj.io without the annotation operator.aicr.run/delete-rollout, " +
 	"so the operator (" + applier + ") may not write or delete it: deleting it would delete the release's resources. " +
 	"Remove the finalizer to let the operator manage the Application again; to remove the component, take it out of the ClusterRuntime's plan"
+
+// markerMessage is the denial of a write with a delete-rollout marker no Remove step backs.
+func markerMessage(why string) string {
+	return "Application argocd/gpu-operator carries the finalizer resources-finalizer.argocd.argoproj.io and the annotation operator.aicr.run/delete-rollout=" + why +
+		", so the operator (" + applier + ") may not write or delete it: deleting it would delete the release's resources. " +
+		"Remove the finalizer to let the operator manage the Application again; to remove the component, take it out of the ClusterRuntime's plan"
+}
 
 const managedByWarning = "metadata.labels[app.kubernetes.io/managed-by]=aicr-operator: the operator forces this Application's spec back, " +
 	"or treats it as foreign if it did not create it; change the ClusterRuntime instead"
@@ -182,6 +218,23 @@ func TestApplicationRules(t *testing.T) {
 		},
 		"the Remove step deletes the annotated Application": {
 			review: review{op: admissionv1.Delete, user: applier, old: app(withFinalizer, withDeleteRollout)},
+		},
+		"a hand-set marker naming no rollout: the operator's write is denied": {
+			review: review{op: admissionv1.Update, user: applier, obj: app(withFinalizer, withMarker("by-hand"), withRevision("sha256:2")), old: app(withFinalizer, withMarker("by-hand"))},
+			want:   denied(RuleApplicationFinalizer, "metadata.finalizers", markerMessage("by-hand, but rollout by-hand does not exist")),
+		},
+		"a hand-set marker naming a rollout that removes another release: the delete is denied": {
+			review: review{op: admissionv1.Delete, user: applier, old: app(withFinalizer, withMarker("r-other"))},
+			want: denied(RuleApplicationFinalizer, "metadata.finalizers",
+				markerMessage("r-other, but rollout r-other is not removing gpu-operator (set by hand, or its rollout ended)")),
+		},
+		"a marker left by a Remove whose rollout ended: the write is denied": {
+			review: review{op: admissionv1.Update, user: applier, obj: app(withFinalizer, withMarker("r-ended")), old: app(withFinalizer, withMarker("r-ended"))},
+			want: denied(RuleApplicationFinalizer, "metadata.finalizers",
+				markerMessage("r-ended, but rollout r-ended is not removing gpu-operator (set by hand, or its rollout ended)")),
+		},
+		"a hand-set marker without the finalizer: nothing to guard": {
+			review: review{op: admissionv1.Update, user: applier, obj: app(withMarker("by-hand"), withRevision("sha256:2")), old: app(withMarker("by-hand"))},
 		},
 		"the operator deletes an Application without the finalizer": {
 			review: review{op: admissionv1.Delete, user: applier, old: app()},

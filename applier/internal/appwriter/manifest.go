@@ -80,6 +80,15 @@ func releaseManifest(name, namespace string) ([]byte, error) {
 	return encode(&appliedApplication{TypeMeta: applicationType, Metadata: appliedMeta{Name: name, Namespace: namespace}})
 }
 
+// unmarkPatch is the JSON merge patch that removes a delete-rollout annotation someone else set,
+// guarded by resourceVersion.
+func unmarkPatch(resourceVersion string) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": resourceVersion,
+		"annotations":     map[string]any{v1alpha1.AnnotationDeleteRollout: nil},
+	}})
+}
+
 // refreshPatch is the JSON merge patch of the refresh handshake: Argo CD compares at once and
 // removes argocd.argoproj.io/refresh; refresh-for tells readiness which step asked.
 func refreshPatch(stepID string) ([]byte, error) {

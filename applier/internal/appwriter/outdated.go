@@ -51,12 +51,15 @@ func outdatedBy(annotations map[string]string, step bus.StepRef) (why string, sa
 		prevID, prevStarted.UTC().Format(time.RFC3339), step.ID, started.Format(time.RFC3339)), false
 }
 
-// Rollouts reports whether a rollout has ended. It must read the API server, not a cache: the
+// Rollouts reports whether a rollout has ended, and whether it removes a release. It must read the API server, not a cache: the
 // answer decides a write that no resourceVersion guards against the rollout's state.
 type Rollouts interface {
 	// Ended returns the rollout's phase and whether it is terminal; a rollout that no longer
 	// exists has ended.
 	Ended(ctx context.Context, name string) (phase string, ended bool, err error)
+	// RemoveInProgress reports whether the rollout is removing release now
+	// (v1alpha1.RuntimeRollout.RemoveInProgress); a rollout that no longer exists is not.
+	RemoveInProgress(ctx context.Context, name, release string) (bool, error)
 }
 
 // rolloutEnded resolves outdatedBy's same-second case, for an Application whose last step is

@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -40,6 +41,22 @@ func (r *APIRollouts) Ended(ctx context.Context, name string) (string, bool, err
 	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 	outcome, _, _ := unstructured.NestedString(u.Object, "status", "outcome")
 	return phase, outcome != "" || terminalPhase(v1alpha1.RolloutPhase(phase)), nil
+}
+
+// RemoveInProgress implements Rollouts.
+func (r *APIRollouts) RemoveInProgress(ctx context.Context, name, release string) (bool, error) {
+	u, err := r.res.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	var ro v1alpha1.RuntimeRollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+		return false, fmt.Errorf("decode rollout %s: %w", name, err)
+	}
+	return ro.RemoveInProgress(release), nil
 }
 
 func terminalPhase(p v1alpha1.RolloutPhase) bool {

@@ -242,8 +242,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	if live != nil {
 		outdated, sameSecond := outdatedBy(live.Annotations, cmd.Step)
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
-			(hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "") ||
-			outdated != "" || sameSecond
+			hasResourcesFinalizer(live) || outdated != "" || sameSecond
 		if refused && fromCache {
 			return nil, errStale
 		}
@@ -263,10 +262,15 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		if live.DeletionTimestamp != nil {
 			return nil, dispatch.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
 		}
-		if hasResourcesFinalizer(live) && live.Annotations[v1alpha1.AnnotationDeleteRollout] == "" {
-			return applyResult(cmd, bus.OutcomeBlocked, bus.ResultReasonFinalizerPresent, fmt.Sprintf(
-				"Application %s/%s carries the finalizer %s without the annotation %s: deleting it would delete the release's resources, so it is not written; remove the finalizer (kubectl -n %s patch application %s --type json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]') or remove the component through the plan",
-				live.Namespace, name, v1alpha1.ArgoResourcesFinalizer, v1alpha1.AnnotationDeleteRollout, live.Namespace, name), nil), nil
+		if hasResourcesFinalizer(live) {
+			if why, err := w.armed(ctx, live); err != nil || why != "" {
+				if err != nil {
+					return nil, err
+				}
+				return applyResult(cmd, bus.OutcomeBlocked, bus.ResultReasonFinalizerPresent, fmt.Sprintf(
+					"Application %s/%s carries the finalizer %s %s: deleting it would delete the release's resources, so it is not written; remove the finalizer (kubectl -n %s patch application %s --type json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]') or remove the component through the plan",
+					live.Namespace, name, v1alpha1.ArgoResourcesFinalizer, why, live.Namespace, name), nil), nil
+			}
 		}
 		rv = live.ResourceVersion
 	}
@@ -294,7 +298,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			}
 		}
 	}
-	if live != nil && live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
+	if _, marked := app.Annotations[v1alpha1.AnnotationDeleteRollout]; marked {
 		// A Remove of this release was prepared and abandoned: take back its annotation and
 		// finalizer, so deleting the Application can no longer delete the release's resources.
 		body, err := releaseManifest(name, desired.Namespace)
@@ -303,6 +307,17 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		}
 		if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(RemoveFieldManager)); err != nil {
 			return w.writeFailed(cmd, "release removal fields of", name, err)
+		}
+	}
+	if _, marked := app.Annotations[v1alpha1.AnnotationDeleteRollout]; marked {
+		// Set by someone else (a field the removal manager does not own): no Remove step backs
+		// it, so it is drift, and it goes.
+		patch, err := unmarkPatch(app.ResourceVersion)
+		if err != nil {
+			return nil, dispatch.Terminal(err)
+		}
+		if app, err = w.apps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+			return w.writeFailed(cmd, "remove the delete-rollout annotation of", name, err)
 		}
 	}
 	outcome := bus.OutcomeWritten
@@ -327,6 +342,26 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		outcome = bus.OutcomeSyncStarted
 	}
 	return applyResult(cmd, outcome, "", outcomeMessage(outcome, stepWrite), app), nil
+}
+
+// armed says why an Application carrying the resources finalizer may not be written by an
+// Apply: it has no delete-rollout marker, or the marker's rollout is not removing the release
+// now (set by hand, or left by a Remove whose rollout ended). "" when a Remove of the release is
+// in progress: its marker and finalizer are then taken back after the write. The rollout is
+// read from the API server (the admission webhook decides the same way).
+func (w *Writer) armed(ctx context.Context, live *argoapp.Application) (string, error) {
+	marker := live.Annotations[v1alpha1.AnnotationDeleteRollout]
+	if marker == "" {
+		return "without the annotation " + v1alpha1.AnnotationDeleteRollout, nil
+	}
+	removing, err := w.rollouts.RemoveInProgress(ctx, marker, live.Name)
+	if err != nil {
+		return "", fmt.Errorf("read rollout %s, named by the %s annotation of application %s/%s: %w", marker, v1alpha1.AnnotationDeleteRollout, live.Namespace, live.Name, err)
+	}
+	if removing {
+		return "", nil
+	}
+	return fmt.Sprintf("and the annotation %s=%s, but rollout %s is not removing %s (set by hand, or its rollout ended)", v1alpha1.AnnotationDeleteRollout, marker, marker, live.Name), nil
 }
 
 // startSync starts the explicit sync of a readiness release for stepID, unless it was already

@@ -38,11 +38,21 @@ type harness struct {
 	rollouts *fakeRollouts
 }
 
-// fakeRollouts holds the phases of the rollouts that have ended; any other is running.
+// fakeRollouts holds the phases of the rollouts that have ended (any other is running) and the
+// release each running one is removing.
 type fakeRollouts struct {
-	mu    sync.Mutex
-	ended map[string]v1alpha1.RolloutPhase
-	reads []string
+	mu       sync.Mutex
+	ended    map[string]v1alpha1.RolloutPhase
+	removing map[string]string
+	reads    []string
+}
+
+func (f *fakeRollouts) RemoveInProgress(_ context.Context, name, release string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, name)
+	_, ended := f.ended[name]
+	return !ended && f.removing[name] == release, nil
 }
 
 func (f *fakeRollouts) Ended(_ context.Context, name string) (string, bool, error) {
@@ -480,30 +490,87 @@ func TestApplyForcesHandEditBack(t *testing.T) {
 	}
 }
 
-func TestApplyAbandonedRemoveIsUndone(t *testing.T) {
-	h := newHarness(t)
-	app := h.ownedApp(t, "gpu-operator", 1)
-	body, err := removeManifest("gpu-operator", testEngineNS, testRollout, "")
-	if err != nil {
-		t.Fatal(err)
+// The delete-rollout marker is taken back by an Apply, never trusted: with the resources
+// finalizer the Apply writes only while the marker's rollout removes the release (and takes
+// both back); otherwise it is Blocked. Without the finalizer the marker goes, whoever set it.
+func TestApplyTakesTheDeleteRolloutMarkerBack(t *testing.T) {
+	const marked = "gpu-operator"
+	byRemove := func(t *testing.T, h *harness) {
+		body, err := removeManifest(marked, testEngineNS, testRollout, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		force := true
+		if _, err := h.apps.Patch(context.Background(), marked, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: RemoveFieldManager, Force: &force}); err != nil {
+			t.Fatalf("prepare remove: %v", err)
+		}
 	}
-	force := true
-	if _, err := h.apps.Patch(context.Background(), app.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: RemoveFieldManager, Force: &force}); err != nil {
-		t.Fatalf("prepare remove: %v", err)
+	byHand := func(finalizer bool) func(t *testing.T, h *harness) {
+		return func(t *testing.T, h *harness) {
+			patch := `{"metadata":{"annotations":{"` + v1alpha1.AnnotationDeleteRollout + `":"r-by-hand"}}}`
+			if finalizer {
+				patch = `{"metadata":{"annotations":{"` + v1alpha1.AnnotationDeleteRollout + `":"r-by-hand"},"finalizers":["` + v1alpha1.ArgoResourcesFinalizer + `"]}}`
+			}
+			if _, err := h.apps.Patch(context.Background(), marked, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
+				t.Fatalf("mark by hand: %v", err)
+			}
+		}
 	}
-	h.apps.writes()
-	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2))
-	if res.Outcome == bus.OutcomeBlocked {
-		t.Fatalf("outcome Blocked; an Application marked by a Remove step carries delete-rollout and must be written")
+	tests := map[string]struct {
+		mark        func(t *testing.T, h *harness)
+		removing    bool // the marker's rollout is removing the release
+		ended       bool // the marker's rollout has ended
+		wantBlocked string
+		wantWrites  []string
+	}{
+		"a Remove in progress: written, and its marker and finalizer taken back": {
+			mark: byRemove, removing: true, wantWrites: []string{applyVerb, removeVerb, mergeVerb},
+		},
+		"an abandoned Remove whose rollout ended, finalizer still on: Blocked": {
+			mark: byRemove, removing: true, ended: true, wantBlocked: "but rollout " + testRollout + " is not removing gpu-operator",
+		},
+		"a marker and the finalizer set by hand: Blocked": {
+			mark: byHand(true), wantBlocked: "the annotation " + v1alpha1.AnnotationDeleteRollout + "=r-by-hand, but rollout r-by-hand is not removing gpu-operator",
+		},
+		"a marker set by hand, no finalizer: written, and the marker removed": {
+			mark: byHand(false), wantWrites: []string{applyVerb, removeVerb, mergeVerb, mergeVerb},
+		},
 	}
-	live := h.apps.live("gpu-operator")
-	if len(live.Finalizers) != 0 || live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
-		t.Errorf("finalizers %v, delete-rollout %q; want both gone so deleting the Application keeps the stack",
-			live.Finalizers, live.Annotations[v1alpha1.AnnotationDeleteRollout])
-	}
-	// the spec did not change, so the step also asks for a refresh
-	if diff := cmp.Diff([]string{applyVerb, removeVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
-		t.Errorf("writes (-want +got):\n%s", diff)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.ownedApp(t, marked, 1)
+			tc.mark(t, h)
+			if tc.removing {
+				h.rollouts.removing = map[string]string{testRollout: marked}
+			}
+			if tc.ended {
+				h.rollouts.ended[testRollout] = v1alpha1.PhaseFailed
+			}
+			h.apps.writes()
+			res := h.apply(t, applyCmd(h.plan, marked, 2))
+			if tc.wantBlocked != "" {
+				if res.Outcome != bus.OutcomeBlocked || res.Reason != bus.ResultReasonFinalizerPresent || !strings.Contains(res.Message, tc.wantBlocked) {
+					t.Fatalf("result %s/%s %q, want Blocked/%s saying %q", res.Outcome, res.Reason, res.Message, bus.ResultReasonFinalizerPresent, tc.wantBlocked)
+				}
+				if w := h.apps.writes(); len(w) != 0 {
+					t.Errorf("a Blocked Apply wrote %v", verbs(w))
+				}
+				return
+			}
+			if res.Outcome == bus.OutcomeBlocked {
+				t.Fatalf("outcome Blocked: %s", res.Message)
+			}
+			live := h.apps.live(marked)
+			if len(live.Finalizers) != 0 || live.Annotations[v1alpha1.AnnotationDeleteRollout] != "" {
+				t.Errorf("finalizers %v, delete-rollout %q; want both gone so deleting the Application keeps the stack",
+					live.Finalizers, live.Annotations[v1alpha1.AnnotationDeleteRollout])
+			}
+			// the spec did not change, so the step also asks for a refresh (the last merge patch)
+			if diff := cmp.Diff(tc.wantWrites, verbs(h.apps.writes())); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -169,7 +169,7 @@ func (c *Controller) readPlans(ctx context.Context, v *view, now time.Time) (des
 	if !v.deleting {
 		if desired = c.resolve(ctx, v, now); desired != nil {
 			v.in.DesiredDigest = desired.Digest()
-			if err := c.storePlan(ctx, v, desired); err != nil {
+			if desired, err = c.storePlan(ctx, v, desired); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -370,6 +370,10 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 				ForbiddenNamespaces: []string{c.cfg.Namespace, c.cfg.EngineNamespace},
 			})
 		}
+		if err == nil {
+			// A plan that cannot be stored does not resolve: it must never become a target.
+			err = res.plan.CheckSize()
+		}
 		if err != nil {
 			res.plan = nil
 			res.reason, res.msg = plan.ReasonOf(err), err.Error()
@@ -382,20 +386,26 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 	return res.plan
 }
 
-func (c *Controller) storePlan(ctx context.Context, v *view, p *plan.Plan) error {
+// storePlan stores p as its ConfigMap and returns it; a plan that cannot be stored (too large:
+// resolve refuses such a plan already) is recorded as not resolving and nil is returned, so
+// it never becomes a rollout's target.
+func (c *Controller) storePlan(ctx context.Context, v *view, p *plan.Plan) (*plan.Plan, error) {
 	if _, known := c.plans.Cached(p.Digest()); known {
-		return nil
+		return p, nil
 	}
 	cm, err := p.ConfigMap(c.cfg.Namespace)
 	if err != nil {
 		v.in.ResolveReason, v.in.ResolveMessage = plan.ReasonOf(err), err.Error()
 		v.in.DesiredDigest = ""
-		return nil
+		return nil, nil
 	}
 	if err := c.store.CreateConfigMap(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("store plan %s: %w", p.Digest(), err)
+		return nil, fmt.Errorf("store plan %s: %w", p.Digest(), err)
 	}
-	return c.plans.Add(p)
+	if err := c.plans.Add(p); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // loadPlan returns the plan with digest (nil for ""), from the plan cache.

@@ -21,6 +21,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/engine"
+	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
 	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
@@ -128,6 +129,10 @@ func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Clie
 		return err
 	}
 	pub := base.Publisher()
+	rollouts, err := removal.NewAPIRollouts(base.Kube)
+	if err != nil {
+		return err
+	}
 	mon := &engine.Monitor{
 		Check: (&engine.Checker{
 			Discovery: base.KubeClient.Discovery(),
@@ -143,6 +148,7 @@ func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Clie
 		Settings:  o.settings(),
 		Plans:     plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), planCacheSize),
 		Metrics:   metrics,
+		Removals:  &removal.Checker{Rollouts: rollouts},
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	crds := mon.CRDs()

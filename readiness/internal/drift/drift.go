@@ -51,13 +51,11 @@ var annotationsFromLive = map[string]bool{
 	v1alpha1.AnnotationEngineSuspended: true,
 }
 
-// Detect compares live with desired, the Application appspec.Build renders for it. An
-// Application under an approved Remove step (annotation delete-rollout) has no drift: the
-// applier changed it on purpose.
+// Detect compares live with desired, the Application appspec.Build renders for it. The caller
+// does not ask about an Application under a Remove step (its delete-rollout marker checked
+// against the rollout it names: package removal); a marker Detect sees is therefore not the
+// operator's, and is Other drift like any other annotation the operator does not write.
 func Detect(live, desired *argoapp.Application) Report {
-	if _, removing := live.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
-		return Report{}
-	}
 	kinds := map[string]bool{}
 	fields := map[string]bool{}
 	add := func(kind, field string) {
@@ -80,6 +78,9 @@ func Detect(live, desired *argoapp.Application) Report {
 		if got, ok := live.Annotations[k]; !ok || got != want {
 			add(bus.DriftOther, ".metadata.annotations."+k)
 		}
+	}
+	if _, marked := live.Annotations[v1alpha1.AnnotationDeleteRollout]; marked {
+		add(bus.DriftOther, ".metadata.annotations."+v1alpha1.AnnotationDeleteRollout)
 	}
 	if slices.Contains(live.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
 		add(bus.DriftFinalizerAdded, ".metadata.finalizers")

@@ -167,12 +167,19 @@ func TestDetect(t *testing.T) {
 			change: []option{func(a *argoapp.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} }},
 			want:   Report{Kinds: []string{bus.DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
 		},
-		"the resources finalizer during an approved Remove step is no drift": {
+		"a delete-rollout marker Detect sees is not the operator's: Other drift": {
+			// The watcher asks only about an Application whose marker no Remove step backs.
+			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9" }},
+			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout}},
+		},
+		"a hand-set marker with the resources finalizer is both": {
 			change: []option{func(a *argoapp.Application) {
 				a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
 				a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9"
 				a.Spec.Destination.Namespace = "anything"
 			}},
+			want: Report{Kinds: []string{bus.DriftDestination, bus.DriftFinalizerAdded, bus.DriftOther},
+				Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout, ".metadata.finalizers", ".spec.destination.namespace"}},
 		},
 	}
 	for name, tc := range tests {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/drift"
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
+	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
 )
 
 // Selector selects the Applications the operator owns.
@@ -53,6 +54,9 @@ type Watcher struct {
 	Settings appspec.Settings
 	// Plans finds the plan an Application names (required: nothing is judged without it).
 	Plans *plan.Cache
+	// Removals checks a delete-rollout marker against the rollout it names; nil trusts no
+	// marker (every one is drift).
+	Removals *removal.Checker
 	// Publisher sends verdicts and drift reports.
 	Publisher Publisher
 	// Metrics counts verdicts, drift and the watch lag; nil for none.
@@ -206,6 +210,15 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 	}
 	st := w.stateFor(key, string(app.UID))
 	st.reconciled = w.Metrics.observeReconcile(app, st.reconciled, time.Now())
+	removing, err := w.removing(ctx, app)
+	if err != nil {
+		return err
+	}
+	if removing {
+		// Under a Remove step the applier reports Removed, and a verdict on the Application's
+		// last step would read as that step's readiness: nothing is published.
+		return nil
+	}
 	pl, err := w.plan(ctx, app)
 	if err != nil {
 		return err
@@ -235,7 +248,14 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Ap
 		delete(w.state, key)
 	}
 	w.mu.Unlock()
-	if _, removing := app.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
+	removing, err := w.removing(ctx, app)
+	if err != nil {
+		return err
+	}
+	if w.Removals != nil {
+		w.Removals.Forget(app)
+	}
+	if removing {
 		return nil // an approved Remove step: the applier reports Removed
 	}
 	r := &bus.DriftReport{
@@ -255,12 +275,18 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Ap
 	return nil
 }
 
-func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, pl fences.Plan, st *published) error {
-	if _, removing := app.Annotations[v1alpha1.AnnotationDeleteRollout]; removing {
-		// Under a Remove step the applier reports Removed; a verdict on the old step would
-		// read as that step's readiness.
-		return nil
+// removing reports whether app is under a Remove step: its delete-rollout marker checked
+// against the rollout it names. A marker that is not (set by hand, or naming a rollout that
+// started no Remove of the release since it was written) silences nothing: drift.Detect
+// reports it, and the planner repairs it like any other drift.
+func (w *Watcher) removing(ctx context.Context, app *argoapp.Application) (bool, error) {
+	if w.Removals == nil || !removal.Marked(app) {
+		return false, nil
 	}
+	return w.Removals.Removing(ctx, app)
+}
+
+func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, pl fences.Plan, st *published) error {
 	v := fences.Evaluate(app, pl)
 	content := verdictContent(v)
 	if content == st.verdict {

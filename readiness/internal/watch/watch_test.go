@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
+	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
 )
 
 func fencesOf(app *argoapp.Application) []v1alpha1.Fence {
@@ -224,14 +226,47 @@ func (f *fakeApps) ListWatch(labelSelector string) *cache.ListWatch {
 	}
 }
 
+// fakeRollouts serves RuntimeRollouts by name and counts the reads.
+type fakeRollouts struct {
+	mu    sync.Mutex
+	by    map[string]*v1alpha1.RuntimeRollout
+	reads int
+}
+
+func (f *fakeRollouts) Get(_ context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if r, ok := f.by[name]; ok {
+		return r.DeepCopy(), nil
+	}
+	return nil, apierrors.NewNotFound(v1alpha1.RuntimeRolloutResource.GroupResource(), name)
+}
+
+// removing is a rollout whose Remove step of release started after the test Applications
+// were written (written: step started at 1_800_000_000).
+func removing(name, release string, state v1alpha1.StepState) *v1alpha1.RuntimeRollout {
+	at := metav1.NewTime(time.Unix(1_800_000_100, 0))
+	return &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1alpha1.RuntimeRolloutStatus{
+		Phase: v1alpha1.PhaseProgressing,
+		Steps: []v1alpha1.Step{{Index: 1, Release: release, Action: v1alpha1.ActionRemove, State: state, StartedAt: &at}},
+	}}
+}
+
 func startWatcher(t *testing.T, objs ...runtime.Object) (*fakeApps, *recorder, context.CancelFunc) {
+	t.Helper()
+	return startWatcherWith(t, &fakeRollouts{}, objs...)
+}
+
+func startWatcherWith(t *testing.T, rollouts *fakeRollouts, objs ...runtime.Object) (*fakeApps, *recorder, context.CancelFunc) {
 	t.Helper()
 	_, cm := testPlan(t)
 	apps := newFakeApps(t, objs...)
 	kube := k8sfake.NewSimpleClientset(cm)
 	rec := &recorder{}
 	w := &Watcher{Apps: apps, Settings: testSettings, Publisher: rec,
-		Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 0)}
+		Plans:    plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 0),
+		Removals: &removal.Checker{Rollouts: rollouts}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -341,18 +376,37 @@ func TestWatcherReportsDeletionOutsideARemoveStep(t *testing.T) {
 	removed := written(t, p, "r-1/1")
 	removed.Name, removed.UID = "removed", "app-uid-2"
 	removed.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-3"
-	argo, rec, _ := startWatcher(t, hand, removed)
-	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	// A hand-set marker naming a rollout that removes another release hides nothing.
+	forged := written(t, p, "r-1/1")
+	forged.Name, forged.UID = "forged", "app-uid-3"
+	forged.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-3"
+	rollouts := &fakeRollouts{by: map[string]*v1alpha1.RuntimeRollout{"r-3": removing("r-3", "removed", v1alpha1.StepInProgress)}}
+	argo, rec, _ := startWatcherWith(t, rollouts, hand, removed, forged)
+	rec.waitFor(t, "the verdicts of gpu-operator and forged", func(s []sent) bool { return len(verdicts(s)) == 2 })
 	ctx := context.Background()
-	for _, n := range []string{"removed", "gpu-operator"} {
+	for _, n := range []string{"removed", "forged", "gpu-operator"} {
 		if err := argo.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := rec.waitFor(t, "a Deleted report", func(s []sent) bool { return len(drifts(s)) >= 1 })
-	d := drifts(s)
-	if len(d) != 1 || d[0].Release != "gpu-operator" || !cmp.Equal(d[0].Kinds, []string{bus.DriftDeleted}) {
-		t.Errorf("drift reports = %s", describe(s))
+	s := rec.waitFor(t, "two Deleted reports", func(s []sent) bool {
+		n := 0
+		for _, d := range drifts(s) {
+			if slices.Contains(d.Kinds, bus.DriftDeleted) {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	var deleted []string
+	for _, d := range drifts(s) {
+		if slices.Contains(d.Kinds, bus.DriftDeleted) {
+			deleted = append(deleted, d.Release)
+		}
+	}
+	slices.Sort(deleted)
+	if !slices.Equal(deleted, []string{"forged", "gpu-operator"}) {
+		t.Errorf("Deleted reported for %v, want forged and gpu-operator (not removed, under its Remove step):\n%s", deleted, describe(s))
 	}
 	for _, v := range verdicts(s) {
 		if v.Release == "removed" {
@@ -503,5 +557,96 @@ func TestWatcherRepublishesAVerdictThatReturns(t *testing.T) {
 	vs := verdicts(s)
 	if !vs[0].Ready || vs[1].Ready || !vs[1].Failed || !vs[2].Ready {
 		t.Errorf("verdicts ready %v/%v/%v, want ready, failed, ready", vs[0].Ready, vs[1].Ready, vs[2].Ready)
+	}
+}
+
+// "Operator markers are never taken on trust": a delete-rollout marker silences an Application's
+// verdicts and drift only while the rollout it names removes the release. Set by hand on a ready
+// release it is Other drift naming the annotation, the verdicts keep flowing, and once it is
+// removed the drift clears; a marker backed by a Remove step silences both (one rollout read).
+func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	rollouts := &fakeRollouts{by: map[string]*v1alpha1.RuntimeRollout{
+		"r-other": removing("r-other", "nfd", v1alpha1.StepInProgress),
+		"r-old":   removing("r-old", "gpu-operator", v1alpha1.StepSucceeded),
+		"r-rm":    removing("r-rm", "gpu-operator", v1alpha1.StepInProgress),
+	}}
+	// r-old removed gpu-operator before the Application was written again.
+	before := metav1.NewTime(time.Unix(1_799_999_000, 0))
+	rollouts.by["r-old"].Status.Steps[0].StartedAt = &before
+	argo, rec, _ := startWatcherWith(t, rollouts, app)
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	ctx := context.Background()
+	rv := 1
+	update := func(change func(a *argoapp.Application)) {
+		t.Helper()
+		rv++
+		next := app.DeepCopy()
+		change(next)
+		next.ResourceVersion = fmt.Sprint(rv)
+		if _, err := argo.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	markerField := ".metadata.annotations." + v1alpha1.AnnotationDeleteRollout
+	for i, marker := range []string{"by-hand", "r-other", "r-old"} {
+		t.Run(marker, func(t *testing.T) {
+			update(func(a *argoapp.Application) {
+				a.Annotations[v1alpha1.AnnotationDeleteRollout] = marker
+				a.Status.Health.Status = "Degraded" // a verdict that changes: it must still be published
+			})
+			s := rec.waitFor(t, "the marker reported as drift", func(s []sent) bool { return len(drifts(s)) == 2*i+1 })
+			d := drifts(s)[2*i]
+			if !slices.Equal(d.Kinds, []string{bus.DriftOther}) || !slices.Equal(d.Fields, []string{markerField}) {
+				t.Errorf("drift report %+v, want Other on %s", d, markerField)
+			}
+			s = rec.waitFor(t, "the not-ready verdict", func(s []sent) bool {
+				vs := verdicts(s)
+				return !vs[len(vs)-1].Ready
+			})
+			update(func(a *argoapp.Application) {}) // the marker repaired, healthy again
+			s = rec.waitFor(t, "the drift cleared and a ready verdict", func(s []sent) bool {
+				vs := verdicts(s)
+				return len(drifts(s)) == 2*i+2 && vs[len(vs)-1].Ready
+			})
+			if k := drifts(s)[2*i+1].Kinds; len(k) != 0 {
+				t.Errorf("clearing report kinds = %v", k)
+			}
+		})
+	}
+	// Under its Remove step: neither a verdict nor drift, whatever else changes.
+	published := len(rec.all())
+	reads := func() int { rollouts.mu.Lock(); defer rollouts.mu.Unlock(); return rollouts.reads }
+	readsBefore := reads()
+	update(func(a *argoapp.Application) {
+		a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-rm"
+		a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
+	})
+	update(func(a *argoapp.Application) {
+		a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-rm"
+		a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer}
+		a.Status.Health.Status = "Progressing"
+	})
+	// A last, unmarked Application as a fence: once its verdict is out, the marked updates were handled.
+	other := written(t, p, "r-1/1")
+	other.Name, other.UID = "fence", "app-uid-9"
+	if _, err := argo.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the verdict of another Application", func(s []sent) bool {
+		vs := verdicts(s)
+		return vs[len(vs)-1].Release == "fence"
+	})
+	for _, m := range rec.all()[published:] {
+		if v, ok := m.msg.(*bus.ReleaseVerdict); ok && v.Release == "gpu-operator" {
+			t.Errorf("verdict published under a Remove step: %+v", v)
+		}
+		if d, ok := m.msg.(*bus.DriftReport); ok && d.Release == "gpu-operator" {
+			t.Errorf("drift reported under a Remove step: %+v", d)
+		}
+	}
+	if n := reads() - readsBefore; n != 1 {
+		t.Errorf("%d rollout reads for two updates under one Remove step, want 1", n)
 	}
 }
