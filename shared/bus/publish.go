@@ -72,7 +72,19 @@ func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte
 		msg.Header.Set(jetstream.MsgIDHeader, id)
 		_, err := p.js.PublishMsg(actx, msg)
 		cancel()
-		if err == nil || ctx.Err() != nil || !unanswered(err) {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if inProcess(err) {
+			// An earlier attempt is being stored: its answer went unheard, this one's is coming.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(publishInProcessWait):
+			}
+			continue
+		}
+		if !unanswered(err) {
 			return err
 		}
 	}
@@ -83,4 +95,16 @@ func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte
 func unanswered(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// jsErrDuplicateInProcess is JetStream's answer to a message whose ID an earlier publish,
+// still being replicated, carries: "duplicate message id is in process".
+const jsErrDuplicateInProcess jetstream.ErrorCode = 10158
+
+// publishInProcessWait separates the attempts while an earlier one is being stored.
+const publishInProcessWait = 100 * time.Millisecond
+
+func inProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrDuplicateInProcess
 }

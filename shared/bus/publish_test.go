@@ -50,9 +50,10 @@ func TestPublishTriesAgainWhenUnanswered(t *testing.T) {
 		want     string // "" for stored
 	}{
 		"stored at once": {results: []error{nil}, attempts: 1},
-		"unanswered, then stored by the new leader":  {results: []error{errHang, nil}, attempts: 2},
-		"no responders while no leader, then stored": {results: []error{nats.ErrNoResponders, jetstream.ErrNoStreamResponse, nil}, attempts: 3},
-		"an answer that is an error":                 {results: []error{errors.New("maximum messages exceeded")}, attempts: 1, want: "maximum messages exceeded"},
+		"unanswered, then stored by the new leader":                      {results: []error{errHang, nil}, attempts: 2},
+		"no responders while no leader, then stored":                     {results: []error{nats.ErrNoResponders, jetstream.ErrNoStreamResponse, nil}, attempts: 3},
+		"unanswered, then in process: the first attempt is being stored": {results: []error{errHang, &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}, nil}, attempts: 3},
+		"an answer that is an error":                                     {results: []error{errors.New("maximum messages exceeded")}, attempts: 1, want: "maximum messages exceeded"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
