@@ -26,6 +26,8 @@ CHAOS_TOOLS := etcd kube-apiserver nats-server helm gcc
 CHAOS_ROLLOUTS ?= 20
 CHAOS_SEED ?= 1
 CHAOS_DURATION ?= 0
+# and more rollouts while a fault kind has fewer stall measurements than CHAOS_MIN_STALLS.
+CHAOS_MIN_STALLS ?= 3
 pkgs = $(foreach m,$(1),./$(m)/...)
 BIN_PKGS := $(foreach s,$(SERVICES) $(JOBS),./$(s)) ./cli/cmd/kubectl-aicr
 # build_cmd PKGS: with the images' build flags (deploy/Dockerfile), which are also the tools', so
@@ -164,4 +166,4 @@ chaos: ## Rollouts under the fault model of docs/testing.md, race-built binaries
 	@bin=$$(hack/tools.sh bindir $(CHAOS_TOOLS)); \
 	mkdir -p $(BIN_DIR)/race && go build -race -o $(BIN_DIR)/race/ $(BIN_PKGS) && \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR)/race go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-90m} -tags chaos -v ./e2e/chaos \
-	  -chaos.rollouts=$(CHAOS_ROLLOUTS) -chaos.seed=$(CHAOS_SEED) -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)
+	  -chaos.rollouts=$(CHAOS_ROLLOUTS) -chaos.seed=$(CHAOS_SEED) -chaos.duration=$(CHAOS_DURATION) -chaos.min-stalls=$(CHAOS_MIN_STALLS) $(CHAOS_FLAGS)

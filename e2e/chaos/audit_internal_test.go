@@ -146,7 +146,8 @@ func TestAuditorRecordsRolloutProgress(t *testing.T) {
 	write(time.Second, v1alpha1.PhaseAwaitingApproval, v1alpha1.StepAwaitingApproval, "a note: not progress")
 	write(3*time.Second, v1alpha1.PhaseProgressing, v1alpha1.StepInProgress, "")
 	write(4*time.Second, v1alpha1.PhaseSucceeded, v1alpha1.StepSucceeded, "")
-	want := []progressEvent{{at: t0, waiting: true}, {at: t0.Add(3 * time.Second)}, {at: t0.Add(4 * time.Second)}}
+	want := []progressEvent{{at: t0, waiting: true, what: "r AwaitingApproval,AwaitingApproval"},
+		{at: t0.Add(3 * time.Second), what: "r Progressing,InProgress"}, {at: t0.Add(4 * time.Second), what: "r Succeeded,Succeeded"}}
 	if diff := cmp.Diff(want, a.progressEvents(), cmp.AllowUnexported(progressEvent{})); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}
@@ -172,6 +173,7 @@ func TestStallOf(t *testing.T) {
 		"waiting for the approval is no stall":                                    {ref: 8 * s, restored: 9 * s, measured: false},
 		"between rollouts":                                                        {ref: 15 * s, restored: 16 * s, measured: false},
 		"a rollout's start counts as progress":                                    {ref: 20 * s, restored: 21 * s, measured: false},
+		"the next fault cuts it: a lower bound":                                   {ref: 3 * s, restored: 3 * s, until: 4 * s, want: s, measured: true, cut: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -180,9 +182,12 @@ func TestStallOf(t *testing.T) {
 			if tc.until > 0 {
 				until = at(tc.until)
 			}
-			got, ok, cut := stallOf(f, progress, windows, until)
-			if ok != tc.measured || got != tc.want || cut != tc.cut {
-				t.Errorf("stallOf = %s, %v, cut %v; want %s, %v, cut %v", got, ok, cut, tc.want, tc.measured, tc.cut)
+			got := stallOf(f, progress, windows, until)
+			if got.measured != tc.measured || got.d != tc.want || got.cut != tc.cut {
+				t.Errorf("stallOf = %s, %v, cut %v; want %s, %v, cut %v", got.d, got.measured, got.cut, tc.want, tc.measured, tc.cut)
+			}
+			if got.measured && got.to.Sub(got.from) != got.d {
+				t.Errorf("stallOf spans %s-%s, not its %s", got.from, got.to, got.d)
 			}
 		})
 	}

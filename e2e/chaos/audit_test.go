@@ -84,10 +84,11 @@ type rolloutRecord struct {
 
 // progressEvent is a rollout write that changed its phase or a step's state, seen at at; waiting
 // says the rollout then waited for a person's approval, so the time until the next progress is
-// not a stall.
+// not a stall. what names the rollout and its new phase and step states, for the stall trace.
 type progressEvent struct {
 	at      time.Time
 	waiting bool
+	what    string
 }
 
 // leaseRecord is one holder of a Lease, from when it acquired it.
@@ -256,7 +257,7 @@ func (a *auditor) observeRollout(name string, raw []byte, rev int64, at time.Tim
 	}
 	if s := strings.Join(sig, ","); s != r.signature {
 		r.signature = s
-		a.progress = append(a.progress, progressEvent{at: at, waiting: ro.Status.Phase == v1alpha1.PhaseAwaitingApproval})
+		a.progress = append(a.progress, progressEvent{at: at, waiting: ro.Status.Phase == v1alpha1.PhaseAwaitingApproval, what: name + " " + s})
 	}
 }
 

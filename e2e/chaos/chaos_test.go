@@ -274,7 +274,8 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	t.Logf("rollout 0 (install of %d releases) done in %s", len(releases), time.Since(begin).Round(time.Millisecond))
 
 	for i := 1; ; i++ {
-		enough := i > *flagRollouts && len(m.below(*flagMinFaults)) == 0
+		enough := i > *flagRollouts && len(m.below(*flagMinFaults)) == 0 &&
+			len(m.measuredBelow(*flagMinStalls, audit.progressEvents(), d.windows)) == 0
 		late := *flagDuration > 0 && time.Since(begin) > *flagDuration
 		if enough || late || t.Failed() {
 			break
@@ -306,6 +307,9 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	}
 	if below := m.below(*flagMinFaults); len(below) > 0 {
 		t.Errorf("fault kinds injected fewer than %d times (-chaos.min-faults): %s", *flagMinFaults, strings.Join(below, ", "))
+	}
+	if below := m.measuredBelow(*flagMinStalls, audit.progressEvents(), d.windows); len(below) > 0 {
+		t.Logf("fault kinds with fewer than %d stall measurements (-chaos.min-stalls) when -chaos.duration ended the run: %s", *flagMinStalls, strings.Join(below, ", "))
 	}
 
 	// The stack settles once the faults end: every process up, the last plan rolled out.

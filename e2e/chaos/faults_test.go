@@ -30,6 +30,8 @@ const (
 	exitGrace = 15 * time.Second
 	// stallTarget is the recovery target the report compares each fault kind's p99 with.
 	stallTarget = 5 * time.Second
+	// stallTraceFrom is the shortest stall the report's stall trace lists.
+	stallTraceFrom = stallTarget / 2
 )
 
 // engineProcess names the fake Argo CD application controller as a fault target.
@@ -533,22 +535,23 @@ func (m *monkey) below(min int) []string {
 	return out
 }
 
-// report prints the faults by kind with the stall each caused the rollout in flight (stallOf).
-func (m *monkey) report(logf func(string, ...any), progress []progressEvent, windows [][2]time.Time) {
-	m.mu.Lock()
-	faults := slices.Clone(m.faults)
-	exits, kinds := m.exits, m.kinds
-	m.mu.Unlock()
-	stalls := map[string][]time.Duration{}
-	counts := map[string]int{}
-	cut := map[string]int{}
-	doubles := 0
+// stall is what one fault cost the rollout in flight (stallOf).
+type stall struct {
+	// d is the longest span without progress, from to to.
+	d        time.Duration
+	from, to time.Time
+	// next is the progress that ended it ("" when the next fault cut it).
+	next string
+	// measured is false when no rollout was in flight around the fault; cut when the next
+	// fault ended the span before the rollout moved again (d is then a lower bound).
+	measured, cut bool
+}
+
+// stalls measures every fault of faults (stallOf), in order: the next fault (not f's partner of
+// two at once) ends what can be blamed on f.
+func stalls(faults []*fault, progress []progressEvent, windows [][2]time.Time) []stall {
+	out := make([]stall, len(faults))
 	for i, f := range faults {
-		counts[f.kind]++
-		if f.double {
-			doubles++
-		}
-		// The next fault (not f's partner of two at once) ends what can be blamed on f.
 		until := time.Time{}
 		for _, g := range faults[i+1:] {
 			if g.injected.After(f.injected) {
@@ -556,18 +559,75 @@ func (m *monkey) report(logf func(string, ...any), progress []progressEvent, win
 				break
 			}
 		}
-		d, ok, censored := stallOf(f, progress, windows, until)
-		if ok {
-			stalls[f.kind] = append(stalls[f.kind], d)
+		out[i] = stallOf(f, progress, windows, until)
+	}
+	return out
+}
+
+// measuredBelow returns the kinds with fewer than min measured stalls so far.
+func (m *monkey) measuredBelow(min int, progress []progressEvent, windows [][2]time.Time) []string {
+	if min <= 0 {
+		return nil
+	}
+	m.mu.Lock()
+	faults := slices.Clone(m.faults)
+	kinds := m.kinds
+	m.mu.Unlock()
+	n := map[string]int{}
+	for i, st := range stalls(faults, progress, windows) {
+		if st.measured {
+			n[faults[i].kind]++
 		}
-		if censored {
+	}
+	var out []string
+	for _, k := range kinds {
+		if n[k.name] < min {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// report prints the faults by kind with the stall each caused the rollout in flight (stallOf):
+// how many were measured, their p50, p99 and max; then the stall trace, every measured stall of
+// at least stallTraceFrom with its fault and the span without progress, to read beside the
+// processes' logs.
+func (m *monkey) report(logf func(string, ...any), progress []progressEvent, windows [][2]time.Time) {
+	m.mu.Lock()
+	faults := slices.Clone(m.faults)
+	exits, kinds := m.exits, m.kinds
+	m.mu.Unlock()
+	byKind := map[string][]time.Duration{}
+	counts := map[string]int{}
+	cut := map[string]int{}
+	doubles := 0
+	all := stalls(faults, progress, windows)
+	var trace []string
+	for i, f := range faults {
+		counts[f.kind]++
+		if f.double {
+			doubles++
+		}
+		st := all[i]
+		if st.measured {
+			byKind[f.kind] = append(byKind[f.kind], st.d)
+		}
+		if st.cut {
 			cut[f.kind]++
+		}
+		if st.measured && st.d >= stallTraceFrom {
+			next := "cut by the next fault"
+			if !st.cut {
+				next = "then " + st.next
+			}
+			trace = append(trace, fmt.Sprintf("  %5.1fs  fault %d %s %s (injected %s, ref %s, ended %s): no progress %s-%s, %s",
+				st.d.Seconds(), i+1, f.kind, f.target, clock(f.injected), clock(f.ref), clock(f.restored), clock(st.from), clock(st.to), next))
 		}
 	}
 	logf("faults injected: %d (%d of them two at once); %d exits by design (a leader's lost lease) started again", len(faults), doubles, exits)
 	logf("  %-36s %8s %8s %4s   %s", "kind", "injected", "measured", "cut", "stall of the rollout in flight: p50 / p99 / max")
 	for _, k := range kinds {
-		s := stalls[k.name]
+		s := byKind[k.name]
 		line := fmt.Sprintf("  %-36s %8d %8d %4d", k.name, counts[k.name], len(s), cut[k.name])
 		if len(s) > 0 {
 			slices.Sort(s)
@@ -579,20 +639,26 @@ func (m *monkey) report(logf func(string, ...any), progress []progressEvent, win
 		}
 		logf("%s", line)
 	}
-	logf("  (cut: measurements that the next fault ended before the rollout moved again; they count as lower bounds)")
+	logf("  (p99 is the nearest rank: of fewer than 100 measurements it is the max; cut: measurements that the next fault ended before the rollout moved again, lower bounds)")
+	logf("stall trace: %d measured stalls of %s or more", len(trace), stallTraceFrom)
+	for _, l := range trace {
+		logf("%s", l)
+	}
 }
+
+func clock(t time.Time) string { return t.Format("15:04:05.000") }
 
 // stallOf is how long the rollouts stopped progressing because of f: the longest span without
 // progress (a rollout's phase or a step's state changing, or a rollout's bundle being applied)
 // that ends after f.ref and begins before the fault ended, counted from f.ref at the earliest
-// and until the next fault's injection at the latest (censored then). Only spans within a
+// and until the next fault's injection at the latest (cut then). Only spans within a
 // rollout count (windows: from its bundle's apply to its end), and none that begins while a
-// rollout waits for a person's approval. It reports false when no rollout was in flight
+// rollout waits for a person's approval. It is not measured when no rollout was in flight
 // around the fault.
-func stallOf(f *fault, progress []progressEvent, windows [][2]time.Time, until time.Time) (d time.Duration, measured, censored bool) {
+func stallOf(f *fault, progress []progressEvent, windows [][2]time.Time, until time.Time) (out stall) {
 	events := slices.Clone(progress)
 	for _, w := range windows {
-		events = append(events, progressEvent{at: w[0]})
+		events = append(events, progressEvent{at: w[0], what: "the next bundle applied"})
 	}
 	slices.SortFunc(events, func(a, b progressEvent) int { return a.at.Compare(b.at) })
 	end := f.restored
@@ -615,12 +681,12 @@ func stallOf(f *fault, progress []progressEvent, windows [][2]time.Time, until t
 		if !stop.After(start) {
 			continue
 		}
-		measured = true
-		if gap := stop.Sub(start); gap > d {
-			d, censored = gap, cut
+		out.measured = true
+		if gap := stop.Sub(start); gap > out.d {
+			out.d, out.from, out.to, out.cut, out.next = gap, start, stop, cut, to.what
 		}
 	}
-	return d, measured, censored
+	return out
 }
 
 // sameWindow reports whether a and b fall in one window.

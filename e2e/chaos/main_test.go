@@ -20,6 +20,7 @@ var (
 	flagSeed      = flag.Int64("chaos.seed", 1, "seed of the bundle changes, approvals and the fault schedule (0: from the clock; the test logs it)")
 	flagDuration  = flag.Duration("chaos.duration", defaultDuration, "start no rollout after this long (0: no limit); the run fails if -chaos.rollouts or -chaos.min-faults was not reached by then")
 	flagMinFaults = flag.Int("chaos.min-faults", 1, "fail unless every fault kind was injected at least this often")
+	flagMinStalls = flag.Int("chaos.min-stalls", 0, "run more rollouts while a fault kind has fewer stall measurements than this (a fault measures one when it hits a rollout in flight); -chaos.duration still ends the run")
 	flagNATSNodes = flag.Int("chaos.nats-nodes", 3, "nats-server processes: 1, or 3 for a JetStream cluster with streams at replication 3")
 )
 

@@ -59,7 +59,7 @@ const (
 //   - NATS runs as nats-server processes (tool nats-server of hack/tools.sh) with JetStream store
 //     dirs that survive restarts: one node, or with NATSNodes 3 a cluster whose streams the
 //     binaries declare at replication 3, every client and route connection through a Proxy the
-//     test can cut (PartitionNATS);
+//     test can silence (PartitionNATS);
 //   - no Argo CD processes and no registry: Argo CD's CRDs, the engine namespace and the AppProject
 //     only, so the test plays Argo CD itself; charts are never pulled, so a bundle may name any
 //     sha256 digest (FakeDigest);
@@ -444,7 +444,9 @@ func (s *Stack) KillNATS(name string) error {
 }
 
 // PartitionNATS cuts a cluster node off from its peers and its clients (its route and client
-// proxies); HealNATS joins it again. The node keeps running.
+// proxies) as a network that drops packets does (Proxy.Silence): no connection closes, so every
+// end finds out only by its own timeouts (nats.go's pings, Raft's heartbeats); HealNATS joins
+// it again. The node keeps running.
 func (s *Stack) PartitionNATS(name string) error { return s.cutNATS(name, true) }
 
 // HealNATS ends PartitionNATS.
@@ -466,7 +468,7 @@ func (s *Stack) cutNATS(name string, cut bool) error {
 	}
 	for _, p := range proxies {
 		if cut {
-			p.Cut()
+			p.Silence()
 		} else {
 			p.Heal()
 		}

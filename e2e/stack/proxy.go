@@ -3,7 +3,6 @@ package stack
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -14,9 +13,13 @@ const proxyDialTimeout = 500 * time.Millisecond
 
 // Proxy forwards TCP connections from a loopback port to the first of its backends that accepts
 // them, starting with the one after the backend the previous connection went to (round robin
-// with failover). A test cuts a Proxy to partition what lies behind it: Cut closes every
-// forwarded connection and refuses new ones (accepted and closed at once, as a firewall that
-// rejects), Heal lets connections through again.
+// with failover). A test partitions what lies behind a Proxy in one of two ways: Cut closes
+// every forwarded connection and refuses new ones (accepted and closed at once, as a firewall
+// that rejects); Silence lets nothing through but closes nothing, as a network that drops
+// packets (a link down, a node gone dark): connections stay open with their bytes held, new
+// ones are accepted and wait, and neither end learns of it but by its own timeouts. Heal ends
+// either: held bytes and connections go through, as TCP's retransmissions would deliver them
+// after a short partition.
 type Proxy struct {
 	ln       net.Listener
 	backends []string
@@ -24,6 +27,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	next  int
 	cut   bool
+	open  chan struct{} // closed while traffic passes; open while silenced
 	conns map[net.Conn]struct{}
 	done  chan struct{}
 	wg    sync.WaitGroup
@@ -38,7 +42,9 @@ func NewProxy(addr string, backends ...string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: listen on %s: %w", addr, err)
 	}
-	p := &Proxy{ln: ln, backends: backends, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
+	open := make(chan struct{})
+	close(open)
+	p := &Proxy{ln: ln, backends: backends, open: open, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -57,11 +63,41 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Heal lets connections through again.
+// Silence holds every byte of every connection through the proxy, and every new connection,
+// until Heal; it closes nothing.
+func (p *Proxy) Silence() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default: // silenced already
+	}
+}
+
+// Heal ends Cut and Silence: connections go through again.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+// pass waits while the proxy is silenced; false when it was closed meanwhile.
+func (p *Proxy) pass() bool {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	select {
+	case <-open:
+		return true
+	case <-p.done:
+		return false
+	}
 }
 
 // Close stops listening and closes every connection.
@@ -108,6 +144,10 @@ func (p *Proxy) accept() {
 // until either side closes.
 func (p *Proxy) forward(c net.Conn, start int) {
 	defer p.wg.Done()
+	if !p.pass() {
+		_ = c.Close()
+		return
+	}
 	var b net.Conn
 	for i := range p.backends {
 		var err error
@@ -127,7 +167,22 @@ func (p *Proxy) forward(c net.Conn, start int) {
 	wg.Add(2)
 	pipe := func(dst, src net.Conn) {
 		defer wg.Done()
-		_, _ = io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			// What was read, and the end of the connection, wait out a silence.
+			if !p.pass() {
+				break
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		// One direction ended: end both, so neither side waits on a half-open connection.
 		_ = dst.Close()
 		_ = src.Close()

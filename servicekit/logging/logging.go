@@ -40,6 +40,18 @@ const (
 	FormatConsole = "console"
 )
 
+// TimeFormat is the format of every line's time field: RFC 3339 in UTC with milliseconds, so
+// the lines of several processes within one second can be put in order.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// timeHook writes the time field in TimeFormat (zerolog's Timestamp would use its global
+// TimeFieldFormat, seconds by default).
+type timeHook struct{}
+
+func (timeHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(TimeFormat))
+}
+
 // New returns a logger writing to w (stderr when nil) in format (json or console) at level
 // (trace, debug, info, warn, error), with the component field set.
 func New(w io.Writer, format, level, component string) (zerolog.Logger, error) {
@@ -57,7 +69,7 @@ func New(w io.Writer, format, level, component string) (zerolog.Logger, error) {
 	default:
 		return zerolog.Nop(), fmt.Errorf("--log-format %q: use json or console", format)
 	}
-	return zerolog.New(w).Level(lvl).With().Timestamp().Str(KeyComponent, component).Logger(), nil
+	return zerolog.New(w).Level(lvl).Hook(timeHook{}).With().Str(KeyComponent, component).Logger(), nil
 }
 
 // Into returns ctx carrying l.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNewRejectsBadFlags(t *testing.T) {
@@ -51,8 +52,9 @@ func TestNewJSON(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, line[k], v)
 		}
 	}
-	if _, ok := line["time"]; !ok {
-		t.Errorf("no time field")
+	ts, _ := line["time"].(string)
+	if at, err := time.Parse(TimeFormat, ts); err != nil || len(ts) != len("2006-01-02T15:04:05.000Z") || time.Since(at) > time.Minute {
+		t.Errorf("time = %q, want the time of the line in UTC with milliseconds (%s): %v", ts, TimeFormat, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package natsx
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,101 @@ func TestStartEmbedded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConnectLeavesASilentServer proves a connection to a server that went silent (a network
+// that drops packets: nothing closes, nothing answers) is dropped as stale and another server
+// taken within a few ping intervals, not after nats.go's default of minutes.
+func TestConnectLeavesASilentServer(t *testing.T) {
+	srv := natstest.Start(t)
+	host := strings.TrimPrefix(srv.URL, "nats://")
+	a, b := newSilencer(t, host), newSilencer(t, host)
+	nc, err := Connect(ConnectOptions{URL: "nats://" + a.addr() + ",nats://" + b.addr(), Name: "applier"}, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := WaitConnected(ctx, nc); err != nil {
+		t.Fatalf("WaitConnected: %v", err)
+	}
+	silent := a
+	if strings.Contains(nc.ConnectedUrl(), b.addr()) {
+		silent = b
+	}
+	silent.silence()
+	for nc.ConnectedUrl() == "" || strings.Contains(nc.ConnectedUrl(), silent.addr()) || !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("still on the silent server %s after %s (status %s)", silent.addr(), waitTimeout, nc.Status())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Errorf("Flush on the new server: %v", err)
+	}
+}
+
+// silencer forwards TCP connections to one backend until silence: from then on it holds every
+// byte and closes nothing.
+type silencer struct {
+	ln     net.Listener
+	muted  chan struct{} // closed by silence
+	closed chan struct{}
+}
+
+func newSilencer(t *testing.T, backend string) *silencer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silencer{ln: ln, muted: make(chan struct{}), closed: make(chan struct{})}
+	t.Cleanup(func() { close(s.closed); _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.forward(c, backend)
+		}
+	}()
+	return s
+}
+
+func (s *silencer) addr() string { return s.ln.Addr().String() }
+
+func (s *silencer) silence() { close(s.muted) }
+
+func (s *silencer) forward(c net.Conn, backend string) {
+	b, err := net.Dial("tcp", backend)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-s.muted: // held: wait for the test's end
+				<-s.closed
+				_ = dst.Close()
+				return
+			default:
+			}
+			if n > 0 {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				_ = dst.Close()
+				return
+			}
+		}
+	}
+	go pipe(b, c)
+	go pipe(c, b)
 }

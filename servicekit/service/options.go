@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	"github.com/aicr-run/aicr-operator/servicekit/natsx"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
@@ -42,6 +43,11 @@ type Options struct {
 	// NATSTLSCert and NATSTLSKey are --nats-tls-cert and --nats-tls-key: a client certificate
 	// for a NATS server that verifies clients.
 	NATSTLSCert, NATSTLSKey string
+	// NATSPingInterval and NATSMaxPingsOut are --nats-ping-interval and
+	// --nats-max-pings-outstanding: how soon a connection to a server that went silent is
+	// dropped for another (natsx.DefaultPingInterval).
+	NATSPingInterval time.Duration
+	NATSMaxPingsOut  int
 	// EmbeddedNATS is --embedded-nats: start an in-process JetStream server (local stack).
 	EmbeddedNATS bool
 	// EmbeddedNATSAddr is --embedded-nats-addr.
@@ -92,6 +98,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSTLSCA, "nats-tls-ca", "", "CA certificate (PEM) of the NATS server; TLS is then required")
 	fs.StringVar(&o.NATSTLSCert, "nats-tls-cert", "", "client certificate (PEM) for a NATS server that verifies clients; needs --nats-tls-key")
 	fs.StringVar(&o.NATSTLSKey, "nats-tls-key", "", "key (PEM) of --nats-tls-cert")
+	fs.DurationVar(&o.NATSPingInterval, "nats-ping-interval", natsx.DefaultPingInterval, "how often the NATS connection is checked with a PING")
+	fs.IntVar(&o.NATSMaxPingsOut, "nats-max-pings-outstanding", natsx.DefaultMaxPingsOut, "unanswered PINGs after which the NATS connection is dropped as stale and another server is tried")
 	fs.BoolVar(&o.EmbeddedNATS, "embedded-nats", false, "start an in-process NATS JetStream server (local stack only)")
 	fs.StringVar(&o.EmbeddedNATSAddr, "embedded-nats-addr", DefaultEmbeddedNATSAddr, "listen address of the embedded NATS server")
 	fs.StringVar(&o.EmbeddedNATSDir, "embedded-nats-dir", "", "JetStream storage of the embedded NATS server (a temporary folder when empty)")
@@ -131,6 +139,12 @@ func (o *Options) Validate() error {
 	}
 	if o.EmbeddedNATS && (o.NATSTLSCA != "" || o.NATSTLSCert != "") {
 		errs = append(errs, "--embedded-nats serves plain NATS on loopback: drop --nats-tls-ca, --nats-tls-cert and --nats-tls-key")
+	}
+	if o.NATSPingInterval <= 0 {
+		errs = append(errs, fmt.Sprintf("--nats-ping-interval %s: use a positive duration, such as 1s", o.NATSPingInterval))
+	}
+	if o.NATSMaxPingsOut < 1 {
+		errs = append(errs, fmt.Sprintf("--nats-max-pings-outstanding %d: use 1 or more", o.NATSMaxPingsOut))
 	}
 	if o.StreamReplicas != 1 && o.StreamReplicas != 3 && o.StreamReplicas != 5 {
 		errs = append(errs, fmt.Sprintf("--stream-replicas %d: use 1, 3 or 5", o.StreamReplicas))

@@ -119,6 +119,7 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		URL: url, Name: name, CredsFile: o.NATSCredsFile, User: o.NATSUser, Password: password,
 		InboxPrefix: bus.InboxPrefix(name),
 		TLSCA:       o.NATSTLSCA, TLSCert: o.NATSTLSCert, TLSKey: o.NATSTLSKey,
+		PingInterval: o.NATSPingInterval, MaxPingsOut: o.NATSMaxPingsOut,
 	}
 	nc, err := natsx.Connect(co, log)
 	if err != nil {

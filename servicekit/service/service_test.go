@@ -69,6 +69,14 @@ func TestOptionsValidate(t *testing.T) {
 			edit: func(o *Options) { o.EmbeddedNATS, o.NATSTLSCA = true, "/ca.crt" },
 			want: []string{"--embedded-nats serves plain NATS on loopback"},
 		},
+		"no NATS ping interval": {
+			edit: func(o *Options) { o.NATSPingInterval = 0 },
+			want: []string{"--nats-ping-interval 0s: use a positive duration"},
+		},
+		"no outstanding NATS ping allowed": {
+			edit: func(o *Options) { o.NATSMaxPingsOut = 0 },
+			want: []string{"--nats-max-pings-outstanding 0: use 1 or more"},
+		},
 		"two stream replicas": {
 			edit: func(o *Options) { o.StreamReplicas = 2 },
 			want: []string{"--stream-replicas 2: use 1, 3 or 5"},

@@ -3,9 +3,11 @@ package bus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -39,8 +41,70 @@ func (p *Publisher) Publish(ctx context.Context, subject, id string, m Envelope)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", h.Type, err)
 	}
-	if _, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(id)); err != nil {
+	if err := p.publish(ctx, subject, id, data); err != nil {
 		return fmt.Errorf("publish %s to %s: %w", h.Type, subject, err)
 	}
 	return nil
+}
+
+// PublishAttempt bounds one attempt of Publish, and PublishTimeout all of them when ctx has no
+// deadline of its own. JetStream stores a message when the stream's leader answers: a publish
+// that reached a leader which then died or was cut off is never answered, and waiting out one
+// long timeout would leave the message unsent for that long after a new leader was elected.
+// Publish therefore tries again every PublishAttempt with the same message ID, which JetStream
+// stores once.
+const (
+	PublishAttempt = time.Second
+	PublishTimeout = 5 * time.Second
+)
+
+// publish tries until JetStream acknowledges data, an attempt fails otherwise than by going
+// unanswered, or ctx (PublishTimeout without a deadline) ends.
+func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, PublishTimeout)
+		defer cancel()
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, PublishAttempt)
+		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, id)
+		_, err := p.js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if inProcess(err) {
+			// An earlier attempt is being stored: its answer went unheard, this one's is coming.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(publishInProcessWait):
+			}
+			continue
+		}
+		if !unanswered(err) {
+			return err
+		}
+	}
+}
+
+// unanswered reports whether a publish failed for want of an answer (a timeout, no responder:
+// no stream leader right now), which another attempt may get.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// jsErrDuplicateInProcess is JetStream's answer to a message whose ID an earlier publish,
+// still being replicated, carries: "duplicate message id is in process".
+const jsErrDuplicateInProcess jetstream.ErrorCode = 10158
+
+// publishInProcessWait separates the attempts while an earlier one is being stored.
+const publishInProcessWait = 100 * time.Millisecond
+
+func inProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrDuplicateInProcess
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ type Static struct {
 
 // Run checks until ctx ends, then returns nil.
 func (s *Static) Run(ctx context.Context) error {
-	var last staticState
+	last := staticState{run: strconv.FormatInt(s.Clock.Now().UnixNano(), 36)}
 	for {
 		s.check(ctx, &last)
 		if ctx.Err() != nil {
@@ -59,6 +60,10 @@ func (s *Static) Run(ctx context.Context) error {
 type staticState struct {
 	rv      string // last resourceVersion seen
 	message string // last result, to log a change once at warn and repeats at debug
+	// run names this loop (its start time) and changes counts its results that differed from
+	// the one before: both go into the message ID (staticID).
+	run     string
+	changes int
 }
 
 func (s *Static) check(ctx context.Context, last *staticState) {
@@ -94,6 +99,8 @@ func (s *Static) check(ctx context.Context, last *staticState) {
 	}
 	if st.Message == last.message {
 		level = zerolog.DebugLevel
+	} else {
+		last.changes++
 	}
 	last.message = st.Message
 	if st.OK {
@@ -104,15 +111,18 @@ func (s *Static) check(ctx context.Context, last *staticState) {
 		s.Metrics.OK.Set(0)
 	}
 	log.WithLevel(level).Bool("ok", st.OK).Str(logging.KeyReason, st.Reason).Str("result", st.Message).Msg("checked registry credentials")
-	s.Reporter.Report(staticID(st, rep.ResourceVersion, last.rv), st)
+	s.Reporter.Report(staticID(st, rep.ResourceVersion, last), st)
 }
 
-// staticID derives the message ID from what the status says and which version of the Secret it
-// is about (the last one seen when it is gone), so an unchanged result is not republished and a
-// change always is.
-func staticID(st bus.CredentialsStatus, rv, lastRV string) string {
+// staticID derives the message ID from what the status says, which version of the Secret it
+// is about (the last one seen when it is gone), and which change of which run of the loop it is,
+// so an unchanged result is not republished and a change always is: a result that comes back
+// (OK, then a transient API error, then OK again; or OK again from the next leader after the
+// last one reported an error) is a new message, not a duplicate that JetStream would drop for
+// bus.DuplicateWindow while the planner holds the error.
+func staticID(st bus.CredentialsStatus, rv string, last *staticState) string {
 	h := sha256.New()
-	for _, s := range []string{st.Reason, st.Message, rv, lastRV} {
+	for _, s := range []string{st.Reason, st.Message, rv, last.rv, last.run, strconv.Itoa(last.changes)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

@@ -2,14 +2,20 @@ package refresher_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
@@ -92,5 +98,71 @@ func TestStaticAcceptsAnAnonymousRegistry(t *testing.T) {
 	got := rec.reports()[0].status
 	if !got.OK || got.Reason != "" || !strings.Contains(got.Message, "no username or password: Argo CD pulls anonymously") {
 		t.Errorf("report = %+v, want OK for anonymous pulls", got)
+	}
+}
+
+// A result that comes back is a new message: OK, a transient API error (an API server just
+// restarted refuses before its authorizer is ready), OK again, and OK from the next leader after
+// that; JetStream would drop a repeated ID as a duplicate and the planner keep the error.
+func TestStaticReportsARecoveryUnderANewID(t *testing.T) {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace, Labels: map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
+		Data: map[string][]byte{"type": []byte("oci"), "url": []byte("oci://registry.example.com/aicr"),
+			"username": []byte("robot"), "password": []byte("p")},
+	}
+	cs := k8sfake.NewClientset(s)
+	var refuse atomic.Bool
+	cs.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), ref.Name, errors.New("RBAC: not ready"))
+		}
+		return false, nil, nil
+	})
+	clk := clocktesting.NewFakeClock(t0)
+	rec := &recorder{}
+	metrics, _ := newMetrics()
+	loop := func() *refresher.Static {
+		return &refresher.Static{Checker: &secret.Store{Secrets: cs.CoreV1(), Ref: ref}, Reporter: rec, Clock: clk,
+			Metrics: metrics, Secret: ref, WantURL: "oci://registry.example.com/aicr", Interval: time.Minute}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- loop().Run(ctx) }()
+	check := func(n int) reported {
+		t.Helper()
+		eventually(t, loopSettleTimeout, fmt.Sprintf("check %d", n), func() bool { return len(rec.reports()) == n })
+		settled(t, clk)
+		return rec.reports()[n-1]
+	}
+	ok := check(1)
+	refuse.Store(true)
+	clk.Step(time.Minute)
+	failed := check(2)
+	refuse.Store(false)
+	clk.Step(time.Minute)
+	again := check(3)
+	if !ok.status.OK || failed.status.OK || !again.status.OK {
+		t.Fatalf("reports %+v, %+v, %+v; want OK, not OK, OK", ok.status, failed.status, again.status)
+	}
+	if again.id == ok.id || again.id == failed.id {
+		t.Errorf("OK again has the ID %s of an earlier report (%s, %s)", again.id, ok.id, failed.id)
+	}
+
+	// The next leader: the last report was the error, so its OK must go out too.
+	refuse.Store(true)
+	clk.Step(time.Minute)
+	lastWords := check(4)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	refuse.Store(false)
+	clk.Step(time.Second)
+	run(t, loop())
+	next := check(5)
+	for _, r := range rec.reports()[:4] {
+		if next.id == r.id {
+			t.Errorf("the next leader's OK has the ID %s of an earlier report (last: %+v)", next.id, lastWords.status)
+		}
 	}
 }

@@ -77,7 +77,7 @@ type Controller struct {
 	published map[string]bool       // message IDs published by this process
 	engine    *bus.EngineStatus
 	creds     *bus.CredentialsStatus
-	names     func() []string // runtime names known to the informer
+	names     func() []string // runtime names known to the informer, once Run started it
 }
 
 type resolution struct {
@@ -142,7 +142,9 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 	factory := informers.NewSharedInformerFactoryWithOptions(core, c.cfg.Resync, informers.WithNamespace(c.cfg.Namespace))
 	cms := factory.Core().V1().ConfigMaps().Informer()
 
+	c.mu.Lock()
 	c.names = func() []string { return runtimes.GetStore().ListKeys() }
+	c.mu.Unlock()
 	c.cache.attach(runtimes.GetIndexer(), rollouts.GetIndexer(), cms.GetIndexer(), c.cfg.Namespace, func() bool {
 		return runtimes.HasSynced() && rollouts.HasSynced() && cms.HasSynced()
 	})
@@ -259,8 +261,16 @@ func (c *Controller) enqueueConfigMap(obj any) {
 	}
 }
 
+// enqueueAll queues every runtime the informer knows; none before Run started it (the bus
+// dispatcher may deliver news first: the informer's initial list queues every runtime then).
 func (c *Controller) enqueueAll() {
-	for _, n := range c.names() {
+	c.mu.Lock()
+	names := c.names
+	c.mu.Unlock()
+	if names == nil {
+		return
+	}
+	for _, n := range names() {
 		c.queue.Add(n)
 	}
 }
