@@ -153,7 +153,7 @@ images: ## Build the five images, the setup Job's and the plugin's with docker (
 .PHONY: bench
 bench: ## Measure the performance figures of README.md (real kube-apiserver and NATS, no Argo CD; 6 to 15 min)
 	@bin=$$($(call tools_bin,$(BENCH_TOOLS),$(BIN_PKGS))); \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench . -benchtime 1x -timeout 45m ./e2e/bench
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench . -benchtime 1x -timeout 60m ./e2e/bench $(BENCH_FLAGS)
 
 .PHONY: fuzz-long
 fuzz-long: ## Run each fuzz target for FUZZ_LONG_TIME (10m by default), a soak before a release
