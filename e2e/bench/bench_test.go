@@ -348,6 +348,7 @@ func BenchmarkApplierWrites(b *testing.B) {
 			}
 		}
 		plans := []*plan.Plan{storePlan(b, writesPlan(b, "a")), storePlan(b, writesPlan(b, "b"))}
+		run := 0 // each run's rollout starts a second after the previous one's, so its writes are not Outdated
 		for _, replicas := range []int{1, 4} {
 			var names []string
 			var pids []int
@@ -364,7 +365,8 @@ func BenchmarkApplierWrites(b *testing.B) {
 			for rep := range *reps {
 				ticks0 := sumTicks(pids)
 				reqs := apiRequests(ctx)
-				w, err := measureWrites(ctx, fmt.Sprintf("writes-%d-%d", replicas, rep), plans)
+				w, err := measureWrites(ctx, fmt.Sprintf("writes-%d-%d", replicas, rep), writesStarted.Add(time.Duration(run)*time.Second), plans)
+				run++
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -594,9 +596,15 @@ type writes struct {
 	elapsed      time.Duration
 }
 
-// measureWrites publishes writeCommands apply commands of runtime "bench" and waits for a
-// result of each; elapsed runs from the first publish to the last result.
-func measureWrites(ctx context.Context, rolloutName string, plans []*plan.Plan) (writes, error) {
+// writesStarted is when the first writes rollout started; each later one starts a second after
+// the one before, as rollouts of a runtime do (the applier refuses, as Outdated, a command of a
+// rollout that started before the one that last wrote the Application).
+var writesStarted = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+
+// measureWrites publishes writeCommands apply commands of runtime "bench", of a rollout started
+// at started, and waits for a result of each; elapsed runs from the first publish to the last
+// result.
+func measureWrites(ctx context.Context, rolloutName string, started time.Time, plans []*plan.Plan) (writes, error) {
 	var got atomic.Int64
 	var mu sync.Mutex
 	outcomes := map[string]int{}
@@ -622,7 +630,6 @@ func measureWrites(ctx context.Context, rolloutName string, plans []*plan.Plan) 
 	}
 	defer sub.Unsubscribe()
 	pub := bus.NewPublisher(h.js, "bench")
-	started := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 	start := time.Now()
 	for i := range writeCommands {
 		p := plans[(i/writeReleases)%2]
