@@ -102,8 +102,10 @@ test-%: ## Run one module's unit tests (test-planner, test-shared, ...)
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./$*/...
 
 .PHONY: lint
-lint: ## go vet every module (with the test-tier tags)
+lint: ## go vet every module (with the test-tier tags), and the benchmarks with theirs
 	go vet -tags integration,e2e $(call pkgs,$(MODULES))
+	go vet -tags bench ./e2e/bench/...
+	go vet -tags benchargocd ./e2e/benchargocd/...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target (FUZZTIME=60s by default)
