@@ -136,14 +136,17 @@ var scenarios = []scenario{
 
 // measured is one rollout of a scenario's components, by the operator or by the floor loop.
 type measured struct {
-	total       time.Duration   // operator: bundle change → Ready=True; floor: first create → last ready
-	firstSync   time.Duration   // start → the first sync running
-	lastReady   time.Duration   // start → the last Application ready
-	edges       []time.Duration // for each release with dependencies: its last dependency ready → its sync running
-	visible     []time.Duration // the same edges, last dependency ready → the Application seen
-	syncTimes   []time.Duration // for each release: sync running → ready
-	syncsPerApp float64         // completed syncs (status.history) per Application
-	operations  float64         // operations seen started, per Application
+	total        time.Duration      // operator: bundle change → Ready=True; floor: first create → last ready
+	firstSync    time.Duration      // start → the first sync running
+	firstVisible time.Duration      // start → the first Application seen
+	lastReady    time.Duration      // start → the last Application ready
+	edges        []time.Duration    // for each release with dependencies: its last dependency ready → its sync running
+	visible      []time.Duration    // the same edges, last dependency ready → the Application seen
+	pickup       []time.Duration    // for each release: its Application seen → its sync running (Argo CD's part of an edge)
+	cpu          map[string]float64 // CPU seconds of each of cpuGroups during the run
+	syncTimes    []time.Duration    // for each release: sync running → ready
+	syncsPerApp  float64            // completed syncs (status.history) per Application
+	operations   float64            // operations seen started, per Application
 }
 
 // BenchmarkArgoCD rolls out each scenario reps times by the operator and reps times by the
@@ -207,6 +210,8 @@ func reportScenario(b *testing.B, name string, ops, floors []measured) {
 		s.Add("floor total", f.total.Seconds())
 		s.Add("ratio", o.total.Seconds()/f.total.Seconds())
 		s.Add("op first", ms(o.firstSync))
+		s.Add("op first visible", ms(o.firstVisible))
+		s.Add("floor first visible", ms(f.firstVisible))
 		s.Add("floor first", ms(f.firstSync))
 		s.Add("op end", ms(o.total-o.lastReady))
 		s.Add("op edge", ms(median(o.edges)))
@@ -219,6 +224,12 @@ func reportScenario(b *testing.B, name string, ops, floors []measured) {
 		s.Add("floor visible max", ms(slices.Max(f.visible)))
 		s.Add("op edges sum", ms(sum(o.edges)))
 		s.Add("floor edges sum", ms(sum(f.edges)))
+		s.Add("op pickup", ms(median(o.pickup)))
+		s.Add("floor pickup", ms(median(f.pickup)))
+		for _, g := range cpuGroups {
+			s.Add("op cpu "+g, o.cpu[g])
+			s.Add("floor cpu "+g, f.cpu[g])
+		}
 		s.Add("op sync", median(o.syncTimes).Seconds())
 		s.Add("floor sync", median(f.syncTimes).Seconds())
 		s.Add("op syncs", o.syncsPerApp)
@@ -240,7 +251,19 @@ func reportScenario(b *testing.B, name string, ops, floors []measured) {
 	report.Info("  hand-off, slowest of a run, operator / floor", s.Get("op visible max").Format("%.0f", "ms")+" / "+s.Get("floor visible max").Format("%.0f", "ms"))
 	report.Info("  per-edge gaps summed over the run, operator / floor", s.Get("op edges sum").Format("%.0f", "ms")+" / "+s.Get("floor edges sum").Format("%.0f", "ms"))
 	report.Info("  start → first sync running: operator (bundle change) / floor (loop start)", s.Get("op first").Format("%.0f", "ms")+" / "+s.Get("floor first").Format("%.0f", "ms"))
+	report.Info("  start → first Application visible: operator (bundle change) / floor (loop start)",
+		s.Get("op first visible").Format("%.0f", "ms")+" / "+s.Get("floor first visible").Format("%.0f", "ms"))
 	report.Info("  operator: last Application ready → ClusterRuntime Ready", s.Get("op end").Format("%.0f", "ms"))
+	report.Info("  Argo CD's pick-up, Application visible → its sync running (median of a run), operator / floor",
+		s.Get("op pickup").Format("%.0f", "ms")+" / "+s.Get("floor pickup").Format("%.0f", "ms"))
+	for _, who := range []string{"op", "floor"} {
+		var parts []string
+		for _, g := range cpuGroups {
+			parts = append(parts, fmt.Sprintf("%.1f", s.Get(who+" cpu "+g).Median))
+		}
+		report.Info(fmt.Sprintf("  CPU seconds during a run (median), %s: %s", map[string]string{"op": "operator", "floor": "floor"}[who], strings.Join(cpuGroups, " / ")),
+			strings.Join(parts, " / "))
+	}
 	report.Info("  Argo CD's sync, running → ready (median of a run), operator / floor", s.Get("op sync").Format("%.2f", "s")+" / "+s.Get("floor sync").Format("%.2f", "s"))
 	for _, who := range []string{"op", "floor"} {
 		label := map[string]string{"op": "operator", "floor": "floor"}[who]
@@ -300,6 +323,7 @@ func (o *operatorRunner) rollout(ctx context.Context, cs []stack.ExampleComponen
 	if err != nil {
 		return measured{}, err
 	}
+	cpu0 := sampleCPU(st.BinDir())
 	start := time.Now()
 	if err := st.ApplyBundle(ctx, bundle); err != nil {
 		return measured{}, err
@@ -308,11 +332,14 @@ func (o *operatorRunner) rollout(ctx context.Context, cs []stack.ExampleComponen
 	if err != nil {
 		return measured{}, err
 	}
+	cpu := sampleCPU(st.BinDir()).since(cpu0)
 	names := namesOf(cs)
 	if err := w.waitReady(ctx, runTimeout, names); err != nil {
 		return measured{}, fmt.Errorf("operator: runtime Ready but %w", err)
 	}
-	return collect(cs, start, at)
+	m, err := collect(cs, start, at)
+	m.cpu = cpu
+	return m, err
 }
 
 // waitRuntimeReady watches the ClusterRuntime until Ready=True at the plan digest and returns
@@ -458,6 +485,7 @@ func floorRollout(ctx context.Context, cs []stack.ExampleComponent, run string) 
 		w.onReady = nil
 		w.mu.Unlock()
 	}()
+	cpu0 := sampleCPU(st.BinDir())
 	start := time.Now()
 	due()
 	done := make(chan error, 1)
@@ -470,6 +498,7 @@ func floorRollout(ctx context.Context, cs []stack.ExampleComponent, run string) 
 			return measured{}, fmt.Errorf("floor: %w", err)
 		}
 	}
+	cpu := sampleCPU(st.BinDir()).since(cpu0)
 	last := time.Time{}
 	for _, n := range namesOf(cs) {
 		a, _ := w.get(n)
@@ -477,7 +506,9 @@ func floorRollout(ctx context.Context, cs []stack.ExampleComponent, run string) 
 			last = a.ready
 		}
 	}
-	return collect(cs, start, last)
+	m, err := collect(cs, start, last)
+	m.cpu = cpu
+	return m, err
 }
 
 // --- collection ---
@@ -501,12 +532,15 @@ func namesOf(cs []stack.ExampleComponent) []string {
 // collect turns what the watcher saw of cs into a run's figures; end is when the run ended.
 func collect(cs []stack.ExampleComponent, start, end time.Time) (measured, error) {
 	m := measured{total: end.Sub(start)}
-	var first, last time.Time
+	var first, last, firstSeen time.Time
 	var syncs, ops int
 	for _, c := range cs {
 		a, ok := w.get(c.Name)
 		if !ok || a.ready.IsZero() || a.syncRunning.IsZero() {
 			return m, fmt.Errorf("%s: no sync or ready seen", c.Name)
+		}
+		if firstSeen.IsZero() || a.created.Before(firstSeen) {
+			firstSeen = a.created
 		}
 		if first.IsZero() || a.syncRunning.Before(first) {
 			first = a.syncRunning
@@ -515,6 +549,7 @@ func collect(cs []stack.ExampleComponent, start, end time.Time) (measured, error
 			last = a.ready
 		}
 		m.syncTimes = append(m.syncTimes, a.ready.Sub(a.syncRunning))
+		m.pickup = append(m.pickup, a.syncRunning.Sub(a.created))
 		syncs += a.history
 		ops += len(a.operations)
 		var depReady time.Time
@@ -532,7 +567,7 @@ func collect(cs []stack.ExampleComponent, start, end time.Time) (measured, error
 			m.visible = append(m.visible, a.created.Sub(depReady))
 		}
 	}
-	m.firstSync, m.lastReady = first.Sub(start), last.Sub(start)
+	m.firstSync, m.lastReady, m.firstVisible = first.Sub(start), last.Sub(start), firstSeen.Sub(start)
 	m.syncsPerApp = float64(syncs) / float64(len(cs))
 	m.operations = float64(ops) / float64(len(cs))
 	return m, nil

@@ -20,14 +20,15 @@ type Report struct {
 	mu        sync.Mutex
 	rows      []row
 	startLoad string
+	commit    string
 	started   time.Time
 }
 
 type row struct{ name, value, target, verdict string }
 
-// NewReport starts a report: the load and the time now are the run's start.
+// NewReport starts a report: the load, the commit and the time now are the run's start.
 func NewReport(title string) *Report {
-	return &Report{Title: title, startLoad: LoadAvg(), started: time.Now()}
+	return &Report{Title: title, startLoad: LoadAvg(), commit: Commit(), started: time.Now()}
 }
 
 // Add records a figure with its target and verdict (Summary.Verdict).
@@ -47,7 +48,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n## %s\n\n", r.Title)
 	fmt.Fprintf(w, "%s; %s/%s, %d CPUs (%s), %s; load average (1, 5, 15 min) %s at the start, %s at the end; commit %s; the run took %s.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), CPUModel(), memTotal(),
-		r.startLoad, LoadAvg(), Commit(), time.Since(r.started).Round(time.Second))
+		r.startLoad, LoadAvg(), r.commit, time.Since(r.started).Round(time.Second))
 	fmt.Fprintln(w, "| Figure | Measured: median (min–max, runs) | Target | |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
 	for _, x := range r.rows {
