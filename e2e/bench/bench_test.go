@@ -334,8 +334,8 @@ func BenchmarkPlanCompute(b *testing.B) {
 	}
 }
 
-// BenchmarkApplierWrites publishes changed writes of 100 Applications (alternating between two
-// plans) as commands on JetStream and reports Written results per second, reps times with 1
+// BenchmarkApplierWrites publishes changed writes of 100 Applications (each block of 100 to a
+// plan of its own) as commands on JetStream and reports Written results per second, reps times with 1
 // and with 4 applier replicas (processes sharing the durable consumer, 8 workers each). The
 // planner and readiness are stopped, so the applier has the machine. A result other than
 // Written fails the figure.
@@ -347,7 +347,12 @@ func BenchmarkApplierWrites(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		plans := []*plan.Plan{storePlan(b, writesPlan(b, "a")), storePlan(b, writesPlan(b, "b"))}
+		// One plan per block of writeReleases commands: commands for one Application may be carried
+		// out out of order across replicas, and each must still change its spec.
+		var plans []*plan.Plan
+		for k := range writeCommands / writeReleases {
+			plans = append(plans, storePlan(b, writesPlan(b, fmt.Sprintf("v%d", k))))
+		}
 		run := 0 // each run's rollout starts a second after the previous one's, so its writes are not Outdated
 		for _, replicas := range []int{1, 4} {
 			var names []string
@@ -632,7 +637,7 @@ func measureWrites(ctx context.Context, rolloutName string, started time.Time, p
 	pub := bus.NewPublisher(h.js, "bench")
 	start := time.Now()
 	for i := range writeCommands {
-		p := plans[(i/writeReleases)%2]
+		p := plans[(i/writeReleases)%len(plans)]
 		release := fmt.Sprintf("w-%03d", i%writeReleases)
 		step := bus.StepRef{Rollout: rolloutName, Index: int32(i + 1), ID: fmt.Sprintf("%s/%d", rolloutName, i+1), Started: started}
 		cmd := bus.NewApplyCommand("bench", "bench-uid", step, release, v1alpha1.ActionUpgrade, p.Digest(), false)
