@@ -23,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aicr-run/aicr-operator/e2e/benchstat"
@@ -588,10 +590,28 @@ func storePlan(tb testing.TB, p *plan.Plan) *plan.Plan {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := h.kube.CoreV1().ConfigMaps(operatorNamespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		tb.Fatal(err)
+	err = createRetrying(func() error {
+		_, err := h.kube.CoreV1().ConfigMaps(operatorNamespace).Create(context.Background(), cm, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("store plan %s: %v", p.Digest(), err)
 	}
 	return p
+}
+
+// createRetrying runs a create until it succeeds or finds the object there, retrying what a
+// loaded API server answers transiently (timeouts, throttling, a lost connection). Setting up a
+// figure is not part of it, and a busy shared machine must not fail the run.
+func createRetrying(create func() error) error {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
+	err := retry.OnError(backoff, func(err error) bool {
+		return !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) && !apierrors.IsForbidden(err)
+	}, create)
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // writes is one run of measureWrites.
@@ -689,12 +709,12 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 	jobs := make(chan *argov1alpha1.Application, 16)
 	errc := make(chan error, 16)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for a := range jobs {
-				if _, err := apps.Create(ctx, a, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				if err := createRetrying(func() error { _, err := apps.Create(ctx, a, metav1.CreateOptions{}); return err }); err != nil {
 					select {
 					case errc <- fmt.Errorf("create application %s: %w", a.Name, err):
 					default:
