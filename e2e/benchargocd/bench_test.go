@@ -171,7 +171,7 @@ func BenchmarkArgoCD(b *testing.B) {
 					if strings.HasPrefix(c.Name, floorPrefix) {
 						prefix = floorPrefix
 					}
-					if err := st.AddComponent(ctx, c, sc.from(c, prefix)); err != nil {
+					if err := addComponent(ctx, c, sc.from(c, prefix)); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -284,7 +284,7 @@ type operatorRunner struct {
 
 func (o *operatorRunner) warmUp(ctx context.Context) error {
 	c := stack.ExampleComponent{Name: "warm-op", Dir: "charts", Namespace: "warm-op", Values: map[string]any{"replicas": 1}}
-	if err := st.AddComponent(ctx, c, "cert-manager"); err != nil {
+	if err := addComponent(ctx, c, "cert-manager"); err != nil {
 		return err
 	}
 	o.components = []stack.ExampleComponent{c}
@@ -405,7 +405,7 @@ func runtimeReady(u *unstructured.Unstructured, digest string) (bool, string) {
 // floorWarmUp creates one Application through the floor loop, unmeasured.
 func floorWarmUp(ctx context.Context) error {
 	c := stack.ExampleComponent{Name: "warm-floor", Dir: "charts", Namespace: "warm-floor", Values: map[string]any{"replicas": 1}}
-	if err := st.AddComponent(ctx, c, "cert-manager"); err != nil {
+	if err := addComponent(ctx, c, "cert-manager"); err != nil {
 		return err
 	}
 	_, err := floorRollout(ctx, []stack.ExampleComponent{c}, "warm-")
@@ -509,6 +509,23 @@ func floorRollout(ctx context.Context, cs []stack.ExampleComponent, run string) 
 	m, err := collect(cs, start, last)
 	m.cpu = cpu
 	return m, err
+}
+
+// addComponent is stack.AddComponent (idempotent) retried a few times: setting up a run is not
+// measured, and an API server on a loaded shared machine times requests out now and then.
+func addComponent(ctx context.Context, c stack.ExampleComponent, from string) error {
+	var err error
+	for attempt := range 4 {
+		if err = st.AddComponent(ctx, c, from); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt+1) * 2 * time.Second):
+		}
+	}
+	return err
 }
 
 // --- collection ---
