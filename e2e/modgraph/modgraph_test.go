@@ -23,8 +23,8 @@ var update = flag.Bool("update", false, "rewrite docs/modules.dot from the works
 const modulePrefix = "github.com/aicr-run/aicr-operator/"
 
 // tags are every build tag a test file of the workspace carries, so test-only imports of the
-// integration, e2e, bench and chaos tiers count too.
-const tags = "integration,e2e,bench,chaos"
+// integration, e2e, bench, benchargocd and chaos tiers count too.
+const tags = "integration,e2e,bench,benchargocd,chaos"
 
 // roles says what belongs in each module; the picture shows it under the module's name. A
 // module without a role fails the test: say what it is for before adding it.
