@@ -119,10 +119,32 @@ func Import(ctx context.Context, l *Layout, reg Registry, o Options) (*Result, e
 		}
 	}
 	res := &Result{Bundle: &plan.Bundle{APIVersion: plan.BundleAPIVersion, Kind: plan.BundleKind, Metadata: plan.BundleMeta{Name: cmp.Or(o.Name, DefaultName), Version: version}}}
-	missing := &Missing{}
 	for _, p := range planned {
 		f := p.Folder
-		var path string
+		path := plan.WrappersPrefix + f.Name
+		if f.Kind == KindUpstream {
+			path = plan.ChartsPrefix + f.Upstream.Name()
+		}
+		values, err := json.Marshal(f.Values)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode values: %w", f.Path, err)
+		}
+		res.Bundle.Components = append(res.Bundle.Components, plan.Component{
+			Name: f.Name, Chart: plan.ChartRef{Path: path, Digest: placeholderDigest}, Namespace: p.Namespace,
+			DependsOn: p.DependsOn, ReadinessGate: p.ReadinessGate, Values: values,
+		})
+	}
+	// Everything the operator would refuse is refused before anything is pushed.
+	if err := res.Bundle.Validate(); err != nil {
+		return nil, folderError(l, err)
+	}
+	if _, err := plan.Resolve(res.Bundle, plan.Inputs{}); err != nil {
+		return nil, folderError(l, err)
+	}
+	missing := &Missing{}
+	for i, p := range planned {
+		f := p.Folder
+		c := &res.Bundle.Components[i]
 		var cr ChartResult
 		switch f.Kind {
 		case KindLocalChart:
@@ -130,8 +152,7 @@ func Import(ctx context.Context, l *Layout, reg Registry, o Options) (*Result, e
 			if err != nil {
 				return nil, err
 			}
-			path = plan.WrappersPrefix + f.Name
-			ref := o.ref(path, ch.Version)
+			ref := o.ref(c.Chart.Path, ch.Version)
 			desc, err := reg.PushArtifact(ctx, ref, ch.Artifact())
 			if err != nil {
 				return nil, fmt.Errorf("%s: push the chart to %s: %w", f.Path, ref, err)
@@ -139,47 +160,43 @@ func Import(ctx context.Context, l *Layout, reg Registry, o Options) (*Result, e
 			cr = ChartResult{Component: f.Name, Ref: ref.String(), Digest: desc.Digest, Action: ChartPushed}
 		case KindUpstream:
 			u := *f.Upstream
-			path = plan.ChartsPrefix + u.Name()
-			ref := o.ref(path, u.Version)
+			ref := o.ref(c.Chart.Path, u.Version)
 			desc, err := reg.Resolve(ctx, ref)
 			action := ChartFound
 			if errors.Is(err, ociregistry.ErrNotFound) {
-				if ch, ok := mirror[u.Name()+"@"+u.Version]; ok {
-					action = ChartMirrored
-					desc, err = reg.PushArtifact(ctx, ref, ch.Artifact())
-				} else {
+				ch, ok := mirror[u.Name()+"@"+u.Version]
+				if !ok {
 					missing.Charts = append(missing.Charts, MissingChart{
 						Folder: filepath.Join(f.Path, UpstreamEnvFile), Ref: ref.String(), Upstream: u, Mirror: o.mirrorCommand(u),
 					})
 					continue
 				}
+				action = ChartMirrored
+				desc, err = reg.PushArtifact(ctx, ref, ch.Artifact())
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: find the chart %s: %w", filepath.Join(f.Path, UpstreamEnvFile), ref, err)
 			}
 			cr = ChartResult{Component: f.Name, Ref: ref.String(), Digest: desc.Digest, Action: action}
 		}
-		values, err := json.Marshal(f.Values)
-		if err != nil {
-			return nil, fmt.Errorf("%s: encode values: %w", f.Path, err)
+		if ociregistry.ValidateDigest(cr.Digest) != nil {
+			return nil, fmt.Errorf("%s: the registry reported %q for %s, not a sha256 manifest digest", f.Path, cr.Digest, cr.Ref)
 		}
+		c.Chart.Digest = cr.Digest
 		res.Charts = append(res.Charts, cr)
-		res.Bundle.Components = append(res.Bundle.Components, plan.Component{
-			Name: f.Name, Chart: plan.ChartRef{Path: path, Digest: cr.Digest}, Namespace: p.Namespace,
-			DependsOn: p.DependsOn, ReadinessGate: p.ReadinessGate, Values: values,
-		})
 	}
 	if len(missing.Charts) > 0 {
 		return nil, missing
-	}
-	if err := res.Bundle.Validate(); err != nil {
-		return nil, folderError(l, err)
 	}
 	if res.Document, err = yaml.Marshal(res.Bundle); err != nil {
 		return nil, fmt.Errorf("encode the bundle: %w", err)
 	}
 	return res, nil
 }
+
+// placeholderDigest stands for the charts' digests while the bundle is checked, before anything
+// is pushed.
+var placeholderDigest = "sha256:" + strings.Repeat("0", 64)
 
 // folderError names the folder a bundle validation error is about (components[i] is folder i).
 func folderError(l *Layout, err error) error {

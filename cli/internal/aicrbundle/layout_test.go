@@ -200,6 +200,11 @@ func TestBadLayouts(t *testing.T) {
 				replace(t, d, BundleInfoFile, "namespace: nvsentinel,", "namespace: Bad_NS,")
 			},
 			wantPath: "008-nvsentinel", wantParts: []string{"components[7].namespace", "DNS-1123 label"}},
+		{name: "a namespace reserved for the cluster",
+			edit: func(t *testing.T, d string) {
+				replace(t, d, BundleInfoFile, "namespace: nvsentinel,", "namespace: kube-system,")
+			},
+			wantPath: "008-nvsentinel", wantParts: []string{"components[7].namespace", `namespace "kube-system" is not allowed`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -208,7 +213,11 @@ func TestBadLayouts(t *testing.T) {
 				remove(t, dir, ChecksumsFile)
 			}
 			tt.edit(t, dir)
-			err := importDir(t, dir, tt.recipe)
+			reg := newFakeRegistry()
+			err := importDir(t, dir, tt.recipe, reg)
+			if len(reg.pushes) > 0 {
+				t.Errorf("a refused bundle pushed %v; nothing is pushed before the whole folder is checked", reg.pushes)
+			}
 			if err == nil {
 				t.Fatal("the import succeeded; want an error")
 			}
@@ -225,9 +234,9 @@ func TestBadLayouts(t *testing.T) {
 	}
 }
 
-// importDir reads and imports dir against an empty fake registry (with every upstream chart
+// importDir reads and imports dir into reg (with every upstream chart
 // mirrored from the example's stand-ins), as the command does.
-func importDir(t *testing.T, dir string, withRecipe bool) error {
+func importDir(t *testing.T, dir string, withRecipe bool, reg Registry) error {
 	t.Helper()
 	l, err := Read(dir)
 	if err != nil {
@@ -244,7 +253,7 @@ func importDir(t *testing.T, dir string, withRecipe bool) error {
 			return err
 		}
 	}
-	_, err = Import(t.Context(), l, newFakeRegistry(), Options{Recipe: r, Repository: testRepo, MirrorFrom: mirrorDir(t)})
+	_, err = Import(t.Context(), l, reg, Options{Recipe: r, Repository: testRepo, MirrorFrom: mirrorDir(t)})
 	return err
 }
 
