@@ -54,15 +54,20 @@ plugin: ## Build kubectl-aicr for linux/darwin x amd64/arm64 into dist/ with a k
 docs-cli: ## Regenerate docs/cli.md from the plugin's help (a test fails when it is stale)
 	go test -count=1 ./cli/internal/app -run TestCLIReferenceIsCurrent -update
 
+# make demo BUNDLE=examples/aicr-bundle: an AICR bundle folder (what aicr bundle writes),
+# imported with kubectl aicr bundle import, instead of the example bundle.
+BUNDLE ?=
+demo_bundle = $(if $(BUNDLE),--bundle $(BUNDLE))
+
 .PHONY: demo
-demo: ## The main job: the local stack rolls the example GPU-stack bundle out, live; Ctrl-C stops it
+demo: ## The main job: the local stack rolls the example GPU-stack bundle out, live (BUNDLE=examples/aicr-bundle: an AICR bundle folder); Ctrl-C stops it
 	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
-	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR)
+	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) $(demo_bundle)
 
 .PHONY: demo-check
-demo-check: ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason
+demo-check: ## The demo without a terminal: exit 0 once Ready, non-zero with the blocking reason (BUNDLE= as for demo)
 	@bin=$$($(call tools_bin,$(DEMO_TOOLS),$(BIN_PKGS) ./e2e/cmd/aicr-demo)); \
-	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) --check
+	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) --check $(demo_bundle)
 
 .PHONY: compose-demo
 compose-demo: ## With Docker: the docs/compose.md walk-through (images, kind, Argo CD, a registry, the charts, docker-compose) until Ready

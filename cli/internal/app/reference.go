@@ -68,4 +68,9 @@ func writeCommand(b *strings.Builder, c *cobra.Command) {
 	if fl := c.LocalNonPersistentFlags(); fl.HasAvailableFlags() {
 		b.WriteString("Flags:\n\n```\n" + fl.FlagUsagesWrapped(100) + "```\n\n")
 	}
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			writeCommand(b, sub)
+		}
+	}
 }

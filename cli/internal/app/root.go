@@ -135,7 +135,8 @@ func newRoot(o *options) *cobra.Command {
 software stack out through Argo CD in dependency order. It shows where a rollout is and what blocks
 it (live, from a watch), draws its dependency graph, approves and revokes Remove steps, pauses the
 rollout or the engine, shows what the next rollout would change, and previews a bundle without a
-cluster. It talks only to the Kubernetes API server, with kubectl's connection flags.
+cluster. It talks only to the Kubernetes API server, with kubectl's connection flags (bundle import
+talks to your OCI registry instead).
 
 The ClusterRuntime and RuntimeRollouts are cluster-scoped; -n/--namespace (or its first name
 --operator-namespace) is the operator's namespace, where plans, bundles and the operator's
@@ -192,7 +193,7 @@ Deployments live (default aicr-system; the kubeconfig context's namespace is not
 	add("follow", newStatusCmd(o), newDescribeCmd(o), newGraphCmd(o), newWaitCmd(o))
 	add("act", newApproveCmd(o), newRevokeCmd(o))
 	add("act", newRuntimeFlagCmds(o)...)
-	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o))
+	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o), newBundleCmd(o))
 	add("plugin", newVersionCmd(o), newCompletionCmd(o))
 	root.SetHelpCommandGroupID("plugin")
 	return root

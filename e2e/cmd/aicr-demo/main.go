@@ -3,6 +3,9 @@
 // five binaries as separate processes, pushes the example GPU-stack charts, applies a
 // ClusterRuntime and shows the rollout live until Ready=True/RolledOut. Then it leaves everything
 // running until Ctrl-C. With --check it exits once Ready (0) or with the blocking reason (1).
+// With --bundle DIR (make demo BUNDLE=examples/aicr-bundle) it rolls out an AICR bundle folder
+// instead, imported with kubectl aicr bundle import (its recipe.yaml, when there, gives the
+// dependencies).
 package main
 
 import (
@@ -27,11 +30,12 @@ func main() {
 	binDir := flag.String("bin-dir", "bin", "folder holding the five binaries and kubectl-aicr (make build)")
 	check := flag.Bool("check", false, "exit once Ready (0), or with the blocking reason (1), and stop everything")
 	timeout := flag.Duration("timeout", 10*time.Minute, "how long the rollout may take before the demo gives up")
+	aicrDir := flag.String("bundle", "", "an AICR bundle folder (what aicr bundle writes) to import and roll out instead of the example bundle")
 	flag.Parse()
-	os.Exit(run(*binDir, *check, *timeout))
+	os.Exit(run(*binDir, *aicrDir, *check, *timeout))
 }
 
-func run(binDir string, check bool, timeout time.Duration) int {
+func run(binDir, aicrDir string, check bool, timeout time.Duration) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	abs, err := filepath.Abs(binDir)
@@ -52,7 +56,7 @@ func run(binDir string, check bool, timeout time.Duration) int {
 			fmt.Fprintf(os.Stderr, "demo: stop: %v\n", err)
 		}
 	}()
-	bundle, err := s.ExampleBundle("1.0.0")
+	bundle, what, err := demoBundle(ctx, s, aicrDir)
 	if err == nil {
 		err = s.ApplyBundle(ctx, bundle)
 	}
@@ -65,7 +69,7 @@ func run(binDir string, check bool, timeout time.Duration) int {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		return 1
 	}
-	fmt.Printf("demo: ClusterRuntime applied with bundle gpu-stack 1.0.0 (%d components); rolling out\n", len(stack.ExampleComponents()))
+	fmt.Printf("demo: ClusterRuntime applied with bundle %s; rolling out\n", what)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := showProgress(watchCtx, s, abs)
 	rt, err := s.WaitCondition(ctx, timeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
@@ -95,6 +99,33 @@ Press Ctrl-C to stop everything.
 `, s.Env.Kubeconfig, abs, rt.Status.Rollout, s.Dir)
 	<-ctx.Done()
 	return 0
+}
+
+// demoBundle is the bundle the demo rolls out and how to name it: the example GPU stack, or the
+// AICR bundle folder dir imported into the stack's registry.
+func demoBundle(ctx context.Context, s *stack.Stack, dir string) ([]byte, string, error) {
+	if dir == "" {
+		b, err := s.ExampleBundle("1.0.0")
+		return b, fmt.Sprintf("gpu-stack 1.0.0 (%d components)", len(stack.ExampleComponents())), err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return nil, "", fmt.Errorf("--bundle %s: an AICR bundle folder (what aicr bundle writes) is accepted", dir)
+	}
+	recipe := filepath.Join(abs, "recipe.yaml")
+	if _, err := os.Stat(recipe); err != nil {
+		recipe = ""
+	}
+	fmt.Printf("demo: importing the AICR bundle %s (kubectl aicr bundle import)\n", dir)
+	imp, err := s.ImportAICR(ctx, abs, recipe)
+	if err != nil {
+		return nil, "", err
+	}
+	fmt.Print(imp.Report)
+	return imp.Document, fmt.Sprintf("%s %s (%d components, imported from %s)", imp.Bundle.Metadata.Name, imp.Bundle.Metadata.Version, len(imp.Bundle.Components), dir), nil
 }
 
 // showProgress runs the plugin's live view when it is built, else prints progress changes.
