@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	clienttesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
@@ -112,7 +112,7 @@ func TestStaticReportsARecoveryUnderANewID(t *testing.T) {
 	}
 	cs := k8sfake.NewClientset(s)
 	var refuse atomic.Bool
-	cs.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+	cs.PrependReactor("get", "secrets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if refuse.Load() {
 			return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), ref.Name, errors.New("RBAC: not ready"))
 		}
