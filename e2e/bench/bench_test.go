@@ -173,11 +173,16 @@ func BenchmarkStepAdvance(b *testing.B) {
 		}
 		cpu := newCPUMeter()
 		reqs := apiRequests(ctx)
+		meter, err := newWriteMeter(ctx, plannerWrites...)
+		if err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
 		if _, err := waitRolledOut(ctx, digestOf(b, bundle)); err != nil {
 			b.Fatal(err)
 		}
 		total := time.Since(start)
+		meter.close()
 		used := cpu.used()
 		reqsAfter := apiRequests(ctx)
 		first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, chainName(0), metav1.GetOptions{})
@@ -222,6 +227,13 @@ func BenchmarkStepAdvance(b *testing.B) {
 			fmt.Sprintf("%.1f s", total.Seconds()), "", true)
 		results.add("  CPU per step (ms): "+used.label(), used.perStep(chainReleases), "", true)
 		results.add("  API requests per step", requestsPerStep(reqs, reqsAfter, chainReleases), "", true)
+		rolloutWrites := meter.sizes(v1alpha1.RuntimeRolloutResource.Resource)
+		startKiB, endKiB := startEnd(rolloutWrites, 10)
+		results.add("  RuntimeRollout size per write, first / last 10 writes of the chain",
+			fmt.Sprintf("%.1f / %.1f KiB (%d writes)", startKiB, endKiB, len(rolloutWrites)), "", true)
+		n, bytes := meter.total()
+		results.add("  bytes the planner wrote per step (every object it writes during the chain)",
+			fmt.Sprintf("%.1f KiB in %.2f writes", float64(bytes)/1024/chainReleases, float64(n)/chainReleases), "", true)
 	}
 }
 
