@@ -228,9 +228,9 @@ func BenchmarkStepAdvance(b *testing.B) {
 		results.add("  CPU per step (ms): "+used.label(), used.perStep(chainReleases), "", true)
 		results.add("  API requests per step", requestsPerStep(reqs, reqsAfter, chainReleases), "", true)
 		rolloutWrites := meter.sizes(v1alpha1.RuntimeRolloutResource.Resource)
-		startKiB, endKiB := startEnd(rolloutWrites, 10)
-		results.add("  RuntimeRollout size per write, first / last 10 writes of the chain",
-			fmt.Sprintf("%.1f / %.1f KiB (%d writes)", startKiB, endKiB, len(rolloutWrites)), "", true)
+		startKiB, endKiB := startEnd(rolloutWrites, sizeWindow)
+		results.add(fmt.Sprintf("  RuntimeRollout size per write, mean of the first / last %d writes of the chain (largest)", sizeWindow),
+			fmt.Sprintf("%.1f / %.1f KiB (%.1f KiB; %d writes)", startKiB, endKiB, maxKiB(rolloutWrites), len(rolloutWrites)), "", true)
 		n, bytes := meter.total()
 		results.add("  bytes the planner wrote per step (every object it writes during the chain)",
 			fmt.Sprintf("%.1f KiB in %.2f writes", float64(bytes)/1024/chainReleases, float64(n)/chainReleases), "", true)

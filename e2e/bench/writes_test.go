@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -102,14 +103,29 @@ func meanKiB(sizes []int) float64 {
 	return float64(sum) / float64(len(sizes)) / 1024
 }
 
+// sizeWindow is how many writes at each end of the chain startEnd averages: the planner moves
+// finished steps out of the rollout in batches of 32, so a window of 32 holds one whole cycle.
+const sizeWindow = 32
+
+// maxKiB is the largest of sizes, in KiB.
+func maxKiB(sizes []int) float64 {
+	m := 0
+	for _, s := range sizes {
+		m = max(m, s)
+	}
+	return float64(m) / 1024
+}
+
 // startEnd is the mean size of the first and of the last n of sizes, in KiB.
 func startEnd(sizes []int, n int) (first, last float64) {
 	n = min(n, len(sizes))
 	return meanKiB(sizes[:n]), meanKiB(sizes[len(sizes)-n:])
 }
 
-// plannerWrites are the kinds the planner writes while a rollout runs.
+// plannerWrites are the kinds the planner writes while a rollout runs: its rollouts, the
+// runtime's status, and ConfigMaps (the plan, and the ConfigMaps that hold a rollout's steps).
 var plannerWrites = []schema.GroupVersionResource{
 	v1alpha1.RuntimeRolloutResource,
 	v1alpha1.ClusterRuntimeResource,
+	corev1.SchemeGroupVersion.WithResource("configmaps"),
 }
