@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
@@ -133,6 +132,44 @@ func Expand(ctx context.Context, r *v1alpha1.RuntimeRollout, get Getter) ([]v1al
 // Merge puts layers of steps together in index order, a later layer's step replacing an
 // earlier one's of the same index. The steps are copied.
 func Merge(layers ...[]v1alpha1.Step) []v1alpha1.Step {
+	total, top := 0, int32(0)
+	for _, layer := range layers {
+		for i := range layer {
+			total++
+			top = max(top, layer[i].Index)
+			if layer[i].Index < 1 {
+				return mergeSparse(layers)
+			}
+		}
+	}
+	if int(top) > 4*total+16 {
+		return mergeSparse(layers)
+	}
+	slots := make([]*v1alpha1.Step, top+1)
+	for _, layer := range layers {
+		for i := range layer {
+			slots[layer[i].Index] = &layer[i]
+		}
+	}
+	n := 0
+	for _, p := range slots {
+		if p != nil {
+			n++
+		}
+	}
+	out := make([]v1alpha1.Step, n)
+	k := 0
+	for _, p := range slots {
+		if p != nil {
+			p.DeepCopyInto(&out[k])
+			k++
+		}
+	}
+	return out
+}
+
+// mergeSparse is Merge for indexes a slice by index cannot hold (hand-edited ones).
+func mergeSparse(layers [][]v1alpha1.Step) []v1alpha1.Step {
 	byIndex := map[int32]int{}
 	var out []v1alpha1.Step
 	for _, layer := range layers {
@@ -148,6 +185,45 @@ func Merge(layers ...[]v1alpha1.Step) []v1alpha1.Step {
 	}
 	slices.SortStableFunc(out, func(a, b v1alpha1.Step) int { return int(a.Index - b.Index) })
 	return out
+}
+
+// StepEqual reports whether a and b are the same step: what equality.Semantic.DeepEqual says
+// (a nil and an empty list are equal, times compare as instants), without reflection, which
+// the planner would otherwise spend most of a step's CPU on.
+func StepEqual(a, b *v1alpha1.Step) bool {
+	return a.Index == b.Index && a.Release == b.Release && a.Action == b.Action &&
+		a.ReadinessGate == b.ReadinessGate && a.State == b.State && a.Reason == b.Reason &&
+		a.Message == b.Message && a.DriftResourceVersion == b.DriftResourceVersion &&
+		slices.Equal(a.DependsOn, b.DependsOn) && timeEqual(a.StartedAt, b.StartedAt) &&
+		timeEqual(a.FinishedAt, b.FinishedAt) && verdictEqual(a.Verdict, b.Verdict)
+}
+
+// StepsEqual is StepEqual over two lists.
+func StepsEqual(a, b []v1alpha1.Step) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !StepEqual(&a[i], &b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func verdictEqual(a, b *v1alpha1.Verdict) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Ready == b.Ready && a.ResourceVersion == b.ResourceVersion &&
+		timeEqual(a.ObservedAt, b.ObservedAt) && slices.Equal(a.Fences, b.Fences)
+}
+
+func timeEqual(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
 }
 
 // Count counts steps by state.
@@ -188,10 +264,10 @@ func Index(steps []v1alpha1.Step) map[int32]v1alpha1.Step {
 func Split(steps []v1alpha1.Step, defs, recorded map[int32]v1alpha1.Step) (keep, finished []v1alpha1.Step) {
 	for _, s := range steps {
 		rec, isRecorded := recorded[s.Index]
-		if isRecorded && equality.Semantic.DeepEqual(rec, s) {
+		if isRecorded && StepEqual(&rec, &s) {
 			continue
 		}
-		if def, ok := defs[s.Index]; ok && !isRecorded && equality.Semantic.DeepEqual(def, s) {
+		if def, ok := defs[s.Index]; ok && !isRecorded && StepEqual(&def, &s) {
 			continue
 		}
 		keep = append(keep, s)

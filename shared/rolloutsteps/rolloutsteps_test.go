@@ -3,6 +3,7 @@ package rolloutsteps
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,65 @@ func TestExpandErrors(t *testing.T) {
 				t.Fatalf("Expand error = %v; want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestStepEqualSeesEveryField changes each field of a step and of its verdict in turn: StepEqual
+// must tell it apart, as equality.Semantic.DeepEqual does. A field added to Step or Verdict
+// fails here until StepEqual compares it.
+func TestStepEqualSeesEveryField(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	base := func() v1alpha1.Step {
+		return v1alpha1.Step{Index: 1, Release: "a", Action: v1alpha1.ActionInstall, DependsOn: []string{"z"}, State: v1alpha1.StepPending,
+			StartedAt: &at, FinishedAt: &at, Verdict: &v1alpha1.Verdict{ObservedAt: &at, Fences: []v1alpha1.Fence{{Name: "f"}}}}
+	}
+	set := func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(v.String() + "x")
+		case reflect.Int32:
+			v.SetInt(v.Int() + 1)
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		case reflect.Slice:
+			v.Set(reflect.Append(v, reflect.Zero(v.Type().Elem())))
+		case reflect.Pointer: // *metav1.Time
+			later := metav1.NewTime(at.Add(time.Second))
+			v.Set(reflect.ValueOf(&later))
+		default:
+			t.Fatalf("no change for a field of kind %s: extend the test", v.Kind())
+		}
+	}
+	check := func(name string, a, b v1alpha1.Step) {
+		t.Helper()
+		if !equality.Semantic.DeepEqual(a, b) == StepEqual(&a, &b) {
+			t.Errorf("%s: StepEqual %t, Semantic.DeepEqual %t", name, StepEqual(&a, &b), equality.Semantic.DeepEqual(a, b))
+		}
+	}
+	st := reflect.TypeOf(v1alpha1.Step{})
+	for i := range st.NumField() {
+		a, b := base(), base()
+		f := st.Field(i)
+		if f.Name == "Verdict" {
+			b.Verdict = nil
+		} else {
+			set(reflect.ValueOf(&b).Elem().Field(i))
+		}
+		check("Step."+f.Name, a, b)
+	}
+	vt := reflect.TypeOf(v1alpha1.Verdict{})
+	for i := range vt.NumField() {
+		a, b := base(), base()
+		set(reflect.ValueOf(b.Verdict).Elem().Field(i))
+		check("Verdict."+vt.Field(i).Name, a, b)
+	}
+	// Equal in both: nil and empty lists, the same instant in another location.
+	a, b := base(), base()
+	a.DependsOn, b.DependsOn = nil, []string{}
+	local := metav1.NewTime(at.In(time.FixedZone("x", 3600)))
+	b.StartedAt = &local
+	check("nil and empty, another location", a, b)
+	if !StepEqual(&a, &b) {
+		t.Error("StepEqual tells apart a nil and an empty list, or one instant in two locations")
 	}
 }

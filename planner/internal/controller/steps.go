@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -117,10 +116,14 @@ func (s *stepStore) expand(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1
 // rolloutsteps.BatchSize finished steps have gathered.
 func (s *stepStore) compact(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
 	steps := r.Status.Steps
-	out := r.DeepCopy()
+	// A copy of everything but the steps, which Split below copies as it keeps them.
+	shallow := *r
+	shallow.Status.Steps = nil
+	out := shallow.DeepCopy()
 	rec := out.Status.StepRecords
 	if rec == nil {
 		if len(steps) == 0 {
+			out.Status.Steps = steps
 			return out, nil
 		}
 		defs := make([]v1alpha1.Step, len(steps))
@@ -137,8 +140,8 @@ func (s *stepStore) compact(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v
 		if err != nil {
 			return nil, err
 		}
-		if !equality.Semantic.DeepEqual(stored, defs) {
-			if !equality.Semantic.DeepEqual(steps, defs) {
+		if !rolloutsteps.StepsEqual(stored, defs) {
+			if !rolloutsteps.StepsEqual(steps, defs) {
 				return nil, fmt.Errorf("rollout %s: steps ConfigMap %s/%s holds other steps than the rollout's first write", r.Name, rec.Namespace, rec.Definitions)
 			}
 			steps = rolloutsteps.Merge(stored)
