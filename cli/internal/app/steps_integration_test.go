@@ -48,7 +48,9 @@ func TestDescribeReadsStepRecords(t *testing.T) {
 		if _, err := kc.CoreV1().ConfigMaps(opNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = kc.CoreV1().ConfigMaps(opNamespace).Delete(context.Background(), cmName, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = kc.CoreV1().ConfigMaps(opNamespace).Delete(context.Background(), cmName, metav1.DeleteOptions{})
+		})
 	}
 	setRolloutStatus(t, dyn, "r-records", func(st *v1alpha1.RuntimeRolloutStatus) {
 		st.Phase = v1alpha1.PhaseProgressing
