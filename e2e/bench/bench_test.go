@@ -219,6 +219,10 @@ func BenchmarkStepAdvance(b *testing.B) {
 			bundle.Components = append(bundle.Components, chainComponents(chainReleases, rep)...)
 			cpu := newCPUMeter()
 			reqs := apiRequests(ctx)
+			meter, err := newWriteMeter(ctx, plannerWrites...)
+			if err != nil {
+				b.Fatal(err)
+			}
 			start := time.Now()
 			if err := applyBundle(ctx, bundle); err != nil {
 				b.Fatal(err)
@@ -227,6 +231,15 @@ func BenchmarkStepAdvance(b *testing.B) {
 				b.Fatal(err)
 			}
 			s.Add("total-s", time.Since(start).Seconds())
+			meter.close()
+			rolloutWrites := meter.sizes(v1alpha1.RuntimeRolloutResource.Resource)
+			startKiB, endKiB := startEnd(rolloutWrites, sizeWindow)
+			s.Add("rollout-start-kib", startKiB)
+			s.Add("rollout-end-kib", endKiB)
+			s.Add("rollout-max-kib", maxKiB(rolloutWrites))
+			n, written := meter.total()
+			s.Add("planner-kib-per-step", float64(written)/1024/chainReleases)
+			s.Add("planner-writes-per-step", float64(n)/chainReleases)
 			cpuNames = cpu.used().addPerStep(&s, chainReleases)
 			addRequestsPerStep(&s, reqs, apiRequests(ctx), chainReleases)
 			first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, chainName(0), metav1.GetOptions{})
@@ -269,6 +282,10 @@ func BenchmarkStepAdvance(b *testing.B) {
 		results.info(fmt.Sprintf("%d-step chain rollout, bundle change to Ready", chainReleases), s.Get("total-s").Format("%.1f", "s"))
 		results.info("  CPU per step (ms), median: "+strings.Join(cpuNames, " / "), s.Medians("%.1f", " / ", cpuKeys(cpuNames)...))
 		results.info("  API requests per step, median", requestsLine(&s))
+		results.info(fmt.Sprintf("  RuntimeRollout size per write, mean of the first / last %d writes of the chain (largest)", sizeWindow),
+			s.Get("rollout-start-kib").Format("%.1f", "")+" / "+s.Get("rollout-end-kib").Format("%.1f", "KiB")+" ("+s.Get("rollout-max-kib").Format("%.1f", "KiB")+")")
+		results.info("  bytes the planner wrote per step (every object it writes during the chain)",
+			s.Get("planner-kib-per-step").Format("%.1f", "KiB")+" in "+s.Get("planner-writes-per-step").Format("%.2f", "writes"))
 	}
 }
 

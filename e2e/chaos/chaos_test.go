@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
@@ -512,11 +511,12 @@ func (d *driver) checkAllRollouts() []v1alpha1.RuntimeRollout {
 	})
 	var out []v1alpha1.RuntimeRollout
 	for _, u := range list.Items {
-		var ro v1alpha1.RuntimeRollout
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
-			d.t.Fatalf("decode rollout %s: %v", u.GetName(), err)
-		}
-		out = append(out, ro)
+		var ro *v1alpha1.RuntimeRollout
+		retry(d.t, "read rollout "+u.GetName(), func(ctx context.Context) (err error) {
+			ro, err = d.s.DecodeRollout(ctx, &u)
+			return err
+		})
+		out = append(out, *ro)
 		switch ro.Status.Phase {
 		case v1alpha1.PhaseSucceeded:
 		case v1alpha1.PhaseSuperseded:
@@ -578,8 +578,8 @@ func (a *approver) once(ctx context.Context) {
 		return // the apiserver is down: next time
 	}
 	for _, u := range list.Items {
-		var ro v1alpha1.RuntimeRollout
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil || ro.Spec.Approval != nil || ro.Status.Outcome != "" {
+		ro, err := a.s.DecodeRollout(ctx, &u)
+		if err != nil || ro.Spec.Approval != nil || ro.Status.Outcome != "" {
 			continue
 		}
 		if !slices.ContainsFunc(ro.Status.Steps, func(st v1alpha1.Step) bool { return st.Action == v1alpha1.ActionRemove }) {

@@ -208,7 +208,7 @@ func scanEvents(t *testing.T, s *stack.Stack, sc *scanner) {
 }
 
 // scanOperatorObjects scans the ClusterRuntime and every RuntimeRollout (spec and status), the
-// operator's Applications and its plan ConfigMaps.
+// operator's Applications, its plan ConfigMaps and the ConfigMaps that hold rollouts' steps.
 func scanOperatorObjects(t *testing.T, s *stack.Stack, sc *scanner) {
 	t.Helper()
 	ctx := t.Context()
@@ -247,6 +247,16 @@ func scanOperatorObjects(t *testing.T, s *stack.Stack, sc *scanner) {
 	}
 	for i := range plans.Items {
 		if err := sc.scanJSON("plan", plans.Items[i].Name, &plans.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, err := s.Kube.CoreV1().ConfigMaps(stack.OperatorNamespace).List(ctx,
+		metav1.ListOptions{LabelSelector: v1alpha1.LabelRole + "=" + v1alpha1.StepsRoleValue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range steps.Items {
+		if err := sc.scanJSON("rollout steps", steps.Items[i].Name, &steps.Items[i]); err != nil {
 			t.Fatal(err)
 		}
 	}

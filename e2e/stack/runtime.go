@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/rolloutsteps"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -93,16 +94,29 @@ func (s *Stack) Runtime(ctx context.Context) (*v1alpha1.ClusterRuntime, error) {
 	return &rt, nil
 }
 
-// Rollout reads a RuntimeRollout.
+// Rollout reads a RuntimeRollout, every one of its steps in Status.Steps.
 func (s *Stack) Rollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
 	u, err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
+	return s.DecodeRollout(ctx, u)
+}
+
+// DecodeRollout decodes a RuntimeRollout and reads the steps its status leaves to ConfigMaps
+// (shared/rolloutsteps), so Status.Steps holds every step.
+func (s *Stack) DecodeRollout(ctx context.Context, u *unstructured.Unstructured) (*v1alpha1.RuntimeRollout, error) {
 	var ro v1alpha1.RuntimeRollout
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
+		return nil, fmt.Errorf("decode rollout %s: %w", u.GetName(), err)
+	}
+	steps, err := rolloutsteps.Expand(ctx, &ro, func(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+		return s.Kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
 		return nil, err
 	}
+	ro.Status.Steps = steps
 	return &ro, nil
 }
 

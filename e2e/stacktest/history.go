@@ -26,6 +26,7 @@ import (
 // every resource, so comparing them orders writes to different objects: what a
 // second-precision timestamp cannot.
 type History struct {
+	s      *stack.Stack
 	mu     sync.Mutex
 	events []Recorded
 	err    error
@@ -49,7 +50,7 @@ func Record(t *testing.T, s *stack.Stack, gvr schema.GroupVersionResource, names
 	if err != nil {
 		t.Fatalf("list %s: %v", gvr.Resource, err)
 	}
-	h := &History{}
+	h := &History{s: s}
 	for i := range list.Items {
 		h.add("LIST", &list.Items[i])
 	}
@@ -142,7 +143,7 @@ func (h *History) FirstApp(t *testing.T, name string, match func(*argoapp.Applic
 func (h *History) FirstStep(t *testing.T, rolloutName, release string, match func(v1alpha1.Step) bool) (Recorded, v1alpha1.Step) {
 	t.Helper()
 	for _, e := range h.Of(t, rolloutName) {
-		ro, err := DecodeRollout(e.Object)
+		ro, err := h.s.DecodeRollout(t.Context(), e.Object)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,15 +167,6 @@ func DecodeApplication(u *unstructured.Unstructured) (*argoapp.Application, erro
 		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
 	}
 	return &app, nil
-}
-
-// DecodeRollout decodes a RuntimeRollout.
-func DecodeRollout(u *unstructured.Unstructured) (*v1alpha1.RuntimeRollout, error) {
-	var ro v1alpha1.RuntimeRollout
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
-		return nil, fmt.Errorf("decode rollout %s: %w", u.GetName(), err)
-	}
-	return &ro, nil
 }
 
 // FindStep returns the rollout's step for release.

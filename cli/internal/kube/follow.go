@@ -114,6 +114,11 @@ func (f *follower) run(ctx context.Context) {
 			startRollout(want)
 		}
 		s := f.snapshot()
+		if s.Rollout != nil && s.Err == nil {
+			if err := f.c.expand(ctx, s.Rollout); err != nil {
+				s.Err = fmt.Errorf("read runtimerollout %s: %w", s.Rollout.Name, err)
+			}
+		}
 		select {
 		case <-f.out: // drop the unread older snapshot
 		default:

@@ -51,6 +51,8 @@ type Client struct {
 	Kube kubernetes.Interface
 	// Namespace is the operator namespace (plans, bundles by default, the operator's Deployments).
 	Namespace string
+
+	steps stepConfigMaps
 }
 
 // New builds a Client for cfg.
@@ -99,10 +101,24 @@ func (c *Client) Rollout(ctx context.Context, name string) (*Rollout, error) {
 		}
 		return nil, fmt.Errorf("get runtimerollout %s: %w", name, err)
 	}
-	return RolloutFrom(u)
+	return c.rolloutFrom(ctx, u)
 }
 
-// RolloutFrom types a RuntimeRollout read as unstructured.
+// rolloutFrom types u and reads every one of its steps (RolloutFrom has only the status's).
+func (c *Client) rolloutFrom(ctx context.Context, u *unstructured.Unstructured) (*Rollout, error) {
+	ro, err := RolloutFrom(u)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.expand(ctx, ro); err != nil {
+		return nil, fmt.Errorf("read runtimerollout %s: %w", ro.Name, err)
+	}
+	return ro, nil
+}
+
+// RolloutFrom types a RuntimeRollout read as unstructured. Its Status.Steps are the status's
+// alone: the steps the rollout keeps in ConfigMaps (StepRecords) are read by the Client's
+// methods, which return every step.
 func RolloutFrom(u *unstructured.Unstructured) (*Rollout, error) {
 	var ro v1alpha1.RuntimeRollout
 	if err := fromUnstructured(u, &ro); err != nil {
@@ -134,7 +150,7 @@ func (c *Client) Rollouts(ctx context.Context) ([]*Rollout, error) {
 	}
 	out := make([]*Rollout, 0, len(list.Items))
 	for i := range list.Items {
-		ro, err := RolloutFrom(&list.Items[i])
+		ro, err := c.rolloutFrom(ctx, &list.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -167,7 +183,7 @@ func (c *Client) PatchRolloutSpec(ctx context.Context, ro *Rollout, spec map[str
 		}
 		return nil, fmt.Errorf("patch runtimerollout %s: %w", ro.Name, err)
 	}
-	return RolloutFrom(u)
+	return c.rolloutFrom(ctx, u)
 }
 
 // SetRuntimeFlag merge-patches one boolean of the ClusterRuntime's spec (paused, suspendEngine).

@@ -63,8 +63,8 @@ type Config struct {
 // Controller makes the planner's decisions for every ClusterRuntime.
 type Controller struct {
 	cfg   Config
-	store Store        // reads through cache once Run's informers synced
-	cache *cachedStore // the same Store, to attach the informers
+	store Store        // every step in Status.Steps (stepStore), read through cache once Run's informers synced
+	cache *cachedStore // the Store beneath, to attach the informers
 	pub   Publisher
 	queue workqueue.TypedRateLimitingInterface[string]
 	locks keyedLocks
@@ -113,7 +113,7 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	runtimes := cs.cachedRuntimes
 	cfg.Metrics.runtimes.Store(&runtimes)
 	return &Controller{
-		cfg: cfg, store: cs, cache: cs, pub: pub, queue: q,
+		cfg: cfg, store: newStepStore(cs, cfg.Namespace), cache: cs, pub: pub, queue: q,
 		plans: plan.NewCache(func(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 			return cs.GetConfigMap(ctx, cfg.Namespace, name)
 		}, plan.DefaultCacheSize),

@@ -19,6 +19,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/rolloutsteps"
 )
 
 // view is what one reconcile of a runtime learned, phase by phase; it feeds the runtime's
@@ -620,7 +621,7 @@ func (c *Controller) advanceOnce(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			observe(cur)
 		}
 		res = rollout.Advance(cur, c.env(rt, now))
-		if equality.Semantic.DeepEqual(*orig, cur.Status) {
+		if statusEqual(orig, &cur.Status) {
 			out = cur
 			return nil
 		}
@@ -838,4 +839,15 @@ func (c *Controller) knownCreds(rt *v1alpha1.ClusterRuntime) *bus.CredentialsSta
 		return c.creds
 	}
 	return status.CredentialsFromStatus(&rt.Status)
+}
+
+// statusEqual is equality.Semantic.DeepEqual of two rollout statuses, its steps compared
+// without reflection (rolloutsteps.StepsEqual): a step's handling compares every step.
+func statusEqual(a, b *v1alpha1.RuntimeRolloutStatus) bool {
+	if !rolloutsteps.StepsEqual(a.Steps, b.Steps) {
+		return false
+	}
+	as, bs := *a, *b
+	as.Steps, bs.Steps = nil, nil
+	return equality.Semantic.DeepEqual(as, bs)
 }

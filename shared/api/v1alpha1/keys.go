@@ -24,6 +24,11 @@ const (
 	PlanRoleValue = "plan"
 	// PlanDataKey is the ConfigMap key that holds a plan's canonical JSON.
 	PlanDataKey = "plan.json"
+	// StepsRoleValue is the value of LabelRole on the ConfigMaps that hold a rollout's steps
+	// (RuntimeRolloutStatus.StepRecords).
+	StepsRoleValue = "rollout-steps"
+	// StepsDataKey is the key of those ConfigMaps that holds the steps, a JSON array.
+	StepsDataKey = "steps.json"
 	// DefaultNamespace is the operator's namespace when none is given: its plans, bundles,
 	// leases and Secrets live there.
 	DefaultNamespace = "aicr-system"
@@ -40,6 +45,8 @@ const (
 	LabelRuntime = "operator.aicr.run/runtime"
 	// LabelRole marks operator ConfigMaps by role (PlanRoleValue for plans).
 	LabelRole = "operator.aicr.run/role"
+	// LabelRollout names the RuntimeRollout a steps ConfigMap belongs to.
+	LabelRollout = "operator.aicr.run/rollout"
 	// LabelOutcome is set by the planner on a RuntimeRollout once it ends (an Outcome value).
 	LabelOutcome = "operator.aicr.run/outcome"
 	// LabelArgoSecretType is Argo CD's label for repository credential Secrets.

@@ -247,11 +247,23 @@ type RuntimeRolloutStatus struct {
 	// Phase is where the rollout is.
 	// +optional
 	Phase RolloutPhase `json:"phase,omitempty"`
-	// Steps in order.
+	// Steps holds, in index order, every step whose state is not recorded elsewhere: with
+	// StepRecords unset, all of them; with it set, only the steps that left Pending (or carry
+	// a reason or message) and are not in a finished batch: the steps in flight, blocked,
+	// awaiting approval or failed, and those finished since the last batch. A step listed
+	// here supersedes its definition and any batch that holds it. Read the whole list with
+	// shared/rolloutsteps (kubectl aicr describe does).
 	// +optional
 	// +kubebuilder:validation:MaxItems=1024
 	// +listType=atomic
 	Steps []Step `json:"steps,omitempty"`
+	// StepRecords names the immutable ConfigMaps that hold the steps Steps leaves out, so the
+	// object written at each step does not grow with the rollout.
+	// +optional
+	StepRecords *StepRecords `json:"stepRecords,omitempty"`
+	// StepCounts counts every step of the rollout by state.
+	// +optional
+	StepCounts *StepCounts `json:"stepCounts,omitempty"`
 	// StartedAt is when the first step started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
@@ -274,6 +286,45 @@ type RuntimeRolloutStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// StepRecords names the ConfigMaps, in Namespace, that hold a rollout's steps outside its
+// status. Each is immutable, written once before the status write that relies on it, and owned
+// by the rollout (deleted with it).
+type StepRecords struct {
+	// Namespace holds the ConfigMaps (the operator namespace).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Definitions is the ConfigMap with every step as the rollout created it (Pending): its
+	// index, release, action, readiness gate and dependencies.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Definitions string `json:"definitions"`
+	// FinishedBatches is how many ConfigMaps of finished steps exist: "<definitions>-1" to
+	// "<definitions>-<n>", each holding the steps that finished between two batches, as they
+	// finished (verdict, times, reason).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FinishedBatches int32 `json:"finishedBatches,omitempty"`
+}
+
+// StepCounts counts a rollout's steps by state.
+type StepCounts struct {
+	// Total is the number of steps.
+	Total int32 `json:"total"`
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// +optional
+	AwaitingApproval int32 `json:"awaitingApproval,omitempty"`
+	// +optional
+	InProgress int32 `json:"inProgress,omitempty"`
+	// +optional
+	Blocked int32 `json:"blocked,omitempty"`
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+}
+
 // RuntimeRollout is one change the operator makes to the stack, between two plans.
 //
 // +genclient
@@ -284,6 +335,8 @@ type RuntimeRolloutStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="From",type=string,JSONPath=`.spec.fromDigest`,priority=1
 // +kubebuilder:printcolumn:name="To",type=string,JSONPath=`.spec.toDigest`,priority=1
+// +kubebuilder:printcolumn:name="Succeeded",type=integer,JSONPath=`.status.stepCounts.succeeded`
+// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.stepCounts.total`
 // +kubebuilder:printcolumn:name="Approved By",type=string,JSONPath=`.spec.approval.approvedBy`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
