@@ -192,7 +192,7 @@ Deployments live (default aicr-system; the kubeconfig context's namespace is not
 	add("follow", newStatusCmd(o), newDescribeCmd(o), newGraphCmd(o), newWaitCmd(o))
 	add("act", newApproveCmd(o), newRevokeCmd(o))
 	add("act", newRuntimeFlagCmds(o)...)
-	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o))
+	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o), newBundleCmd(o))
 	add("plugin", newVersionCmd(o), newCompletionCmd(o))
 	root.SetHelpCommandGroupID("plugin")
 	return root
