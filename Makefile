@@ -18,7 +18,7 @@ TEST_TIMEOUT ?= 25m
 # (cgo, for -race); bench and chaos run only the apiserver, chaos a cluster of nats-server processes.
 DEMO_TOOLS := etcd kube kwok helm registry argocd redis
 TEST_TOOLS := $(DEMO_TOOLS) nats-server docker-compose gcc
-INTEGRATION_TOOLS := etcd kube kwok helm nats-server docker-compose gcc
+INTEGRATION_TOOLS := etcd kube kwok helm registry nats-server docker-compose gcc
 BENCH_TOOLS := etcd kube-apiserver gcc
 CHAOS_TOOLS := etcd kube-apiserver nats-server helm gcc
 # make chaos: rollouts after the install (more while a fault kind is below -chaos.min-faults),

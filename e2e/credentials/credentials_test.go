@@ -288,7 +288,13 @@ func TestStaleTokenReportedAndCleared(t *testing.T) {
 // No planted password, nor its ECR token, appears in any process's log under <Dir>/logs, in the
 // ClusterRuntime, in a RuntimeRollout or in an Event.
 func TestTokenNeverLeaks(t *testing.T) {
-	s := stacktest.Need(t)
+	checkNoLeaks(t, stacktest.Need(t))
+}
+
+// checkNoLeaks scans the logs, the runtime, the rollouts and the Events for every planted
+// password and its ECR token.
+func checkNoLeaks(t *testing.T, s *stack.Stack) {
+	t.Helper()
 	ctx := t.Context()
 	planted.Lock()
 	passwords := append([]string(nil), planted.passwords...)

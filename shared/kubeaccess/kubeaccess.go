@@ -89,6 +89,8 @@ func Needs(binary string) []Need {
 				Why: "read a bundle kept outside the operator namespace"},
 			{Group: "", Resource: "events", Verbs: []string{"create", "patch"}, Scope: Default,
 				Why: "Events about the ClusterRuntime and its RuntimeRollouts (client-go's recorder patches the count of a repeated one)"},
+			{Group: "", Resource: "secrets", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameRepoCredsSecret},
+				Why: "read the repo-creds Secret at each pull of a spec.bundle.oci bundle: the registry credentials, a refreshed token included"},
 		}, leader(binary)...)
 	case v1alpha1.BinaryApplier:
 		return []Need{

@@ -239,8 +239,34 @@ func TestInvalidRuntimeCatalog(t *testing.T) {
 		// The bundle source.
 		"no bundle source": {
 			spec:  map[string]any{"bundle": map[string]any{}},
-			layer: layerWebhook, field: "spec.bundle.configMap",
-			accepted: `a bundle source is required: set spec.bundle.configMap.name to the ConfigMap that holds the bundle`,
+			layer: layerCRD, field: "spec.bundle",
+			accepted: `set exactly one bundle source: configMap (the ConfigMap that holds the bundle) or oci (the repository and digest of a bundle pushed with kubectl aicr bundle push)`,
+		},
+		"two bundle sources": {
+			spec: map[string]any{"bundle": map[string]any{"configMap": map[string]any{"name": "catalog-good"},
+				"oci": map[string]any{"repository": "registry.example.com/aicr/bundles", "digest": digestA}}},
+			layer: layerCRD, field: "spec.bundle",
+			accepted: `set exactly one bundle source`,
+		},
+		"an OCI bundle digest that is a tag": {
+			spec:  map[string]any{"bundle": map[string]any{"oci": map[string]any{"repository": "registry.example.com/aicr/bundles", "digest": "v1.2.0"}}},
+			layer: layerCRD, field: "spec.bundle.oci.digest",
+			accepted: `must be sha256: followed by 64 lowercase hex characters, the manifest digest kubectl aicr bundle push prints`,
+		},
+		"an OCI bundle repository with a scheme": {
+			spec:  map[string]any{"bundle": map[string]any{"oci": map[string]any{"repository": "oci://registry.example.com/aicr/bundles", "digest": digestA}}},
+			layer: layerCRD, field: "spec.bundle.oci.repository",
+			accepted: `must be host[:port]/path with a lowercase path, without oci:// or a tag, such as registry.example.com/aicr/bundles/gpu-stack`,
+		},
+		"an OCI bundle repository with a tag": {
+			spec:  map[string]any{"bundle": map[string]any{"oci": map[string]any{"repository": "registry.example.com/aicr/bundles:v1", "digest": digestA}}},
+			layer: layerCRD, field: "spec.bundle.oci.repository",
+			accepted: `must be host[:port]/path`,
+		},
+		"an OCI bundle without a digest": {
+			spec:  map[string]any{"bundle": map[string]any{"oci": map[string]any{"repository": "registry.example.com/aicr/bundles"}}},
+			layer: layerCRD, field: "spec.bundle.oci.digest",
+			accepted: `Required value`,
 		},
 		"a bundle ConfigMap that does not exist": {
 			spec:  map[string]any{"bundle": map[string]any{"configMap": map[string]any{"name": "no-such-bundle"}}},

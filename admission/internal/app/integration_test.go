@@ -153,6 +153,23 @@ func TestRealAPIServerCallsTheWebhook(t *testing.T) {
 		return nil
 	})
 
+	// A runtime naming an OCI bundle passes: the CRD checks its repository and digest, the
+	// planner pulls it (the webhook has no registry credentials).
+	ociRuntime := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "operator.aicr.run/v1alpha1", "kind": "ClusterRuntime",
+		"metadata": map[string]any{"name": "cluster"},
+		"spec": map[string]any{"bundle": map[string]any{"oci": map[string]any{
+			"repository": "registry.example.com/aicr/bundles/gpu-stack",
+			"digest":     "sha256:" + strings.Repeat("c", 64),
+		}}},
+	}}
+	if _, err := dyn.Resource(v1alpha1.ClusterRuntimeResource).Create(ctx, ociRuntime, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create a runtime with spec.bundle.oci: %v", err)
+	}
+	if err := dyn.Resource(v1alpha1.ClusterRuntimeResource).Delete(ctx, "cluster", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// The admin arms an Application with the resources finalizer.
 	apps := dyn.Resource(testenv.ApplicationGVR).Namespace("argocd")
 	appObj := &unstructured.Unstructured{Object: map[string]any{

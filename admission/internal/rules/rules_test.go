@@ -550,8 +550,14 @@ func TestClusterRuntimeRules(t *testing.T) {
 		},
 		"no bundle source": {
 			review: review{op: admissionv1.Create, user: alice, obj: runtimeObj(func(rt *v1alpha1.ClusterRuntime) { rt.Spec.Bundle.ConfigMap = nil })},
-			want: denied(RuleRuntimeResolves, "spec.bundle.configMap",
-				"a bundle source is required: set spec.bundle.configMap.name to the ConfigMap that holds the bundle"),
+			want: denied(RuleRuntimeResolves, "spec.bundle",
+				"a bundle source is required: set spec.bundle.configMap.name to the ConfigMap that holds the bundle, or spec.bundle.oci (repository and digest) to a bundle pushed with kubectl aicr bundle push"),
+		},
+		"an OCI bundle is left to the planner, which holds the registry credentials": {
+			review: review{op: admissionv1.Create, user: alice, obj: runtimeObj(func(rt *v1alpha1.ClusterRuntime) {
+				rt.Spec.Bundle = v1alpha1.BundleSource{OCI: &v1alpha1.OCIBundleSource{
+					Repository: "registry.example.com/aicr/bundles/gpu-stack", Digest: "sha256:" + strings.Repeat("c", 64)}}
+			})},
 		},
 		"a bundle ConfigMap that does not exist": {
 			review: review{op: admissionv1.Create, user: alice, obj: runtimeObj(bundleRef("", "missing", ""))},

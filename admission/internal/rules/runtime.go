@@ -65,10 +65,15 @@ func (v *Validator) runtime(ctx context.Context, req *admissionv1.AdmissionReque
 // checkResolves reads the bundle the spec names and resolves it with the spec's overrides and
 // placement, exactly as the planner does; each failure names the field at fault.
 func (v *Validator) checkResolves(ctx context.Context, d *Decision, spec *v1alpha1.ClusterRuntimeSpec) {
+	if spec.Bundle.OCI != nil {
+		// The CRD checks the repository and digest; the artifact is pulled by the planner, which
+		// holds the registry credentials, and reports what it found as Resolved.
+		return
+	}
 	src := spec.Bundle.ConfigMap
 	if src == nil {
-		d.deny(RuleRuntimeResolves, "spec.bundle.configMap",
-			"a bundle source is required: set spec.bundle.configMap.name to the ConfigMap that holds the bundle")
+		d.deny(RuleRuntimeResolves, "spec.bundle",
+			"a bundle source is required: set spec.bundle.configMap.name to the ConfigMap that holds the bundle, or spec.bundle.oci (repository and digest) to a bundle pushed with kubectl aicr bundle push")
 		return
 	}
 	ns, key := src.Location(v.cfg.Namespace)

@@ -28,8 +28,11 @@ import (
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
+// registryAuth is the environment registry's login (bundle push).
+var registryAuth = &testenv.BasicAuth{Username: "AWS", Password: "bundle-push-test-token"}
+
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{}))
+	os.Exit(testenv.RunMain(m, testenv.Options{Registry: true, RegistryAuth: registryAuth}))
 }
 
 const (

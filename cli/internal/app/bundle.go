@@ -56,21 +56,28 @@ func (r *registryFlags) client(stdin io.Reader) (*ociregistry.Client, error) {
 func newBundleCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bundle",
-		Short: "Bundles: import the folder `aicr bundle` writes",
+		Short: "Bundles: import the folder `aicr bundle` writes, push a bundle as an OCI artifact",
 		Long: `Work with bundles outside the cluster. import turns the folder AICR's bundler writes (aicr bundle:
 numbered NNN-<component>/ folders, bundle-info.yaml, checksums.txt) into this operator's bundle
-document, with every chart pushed to (or found in) your registry and pinned by digest.`,
+document, with every chart pushed to (or found in) your registry and pinned by digest. push puts a
+bundle document into the registry the charts live in as an OCI artifact; a ClusterRuntime names it
+with spec.bundle.oci (repository and digest), and the planner pulls it with the repo-creds
+Secret's credentials and verifies it against the digest. docs/bundle.md describes both.`,
 		Example: `  # An AICR bundle into a bundle document, charts pinned in the registry
-  kubectl aicr bundle import ./bundle --recipe ./bundle/recipe.yaml --registry registry.example.com/aicr -o bundle.yaml`,
+  kubectl aicr bundle import ./bundle --recipe ./bundle/recipe.yaml --registry registry.example.com/aicr -o bundle.yaml
+
+  # Push a bundle and print the spec.bundle.oci to use
+  kubectl aicr bundle push bundle.yaml --repository registry.example.com/aicr/bundles/gpu-stack`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
 			return &exitError{code: ExitUsage}
 		},
 	}
-	imp := newBundleImportCmd(o)
-	wrapRun(imp, o)
-	cmd.AddCommand(imp)
+	for _, sub := range []*cobra.Command{newBundleImportCmd(o), newBundlePushCmd(o)} {
+		wrapRun(sub, o)
+		cmd.AddCommand(sub)
+	}
 	return cmd
 }
 

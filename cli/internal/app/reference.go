@@ -43,6 +43,11 @@ func Reference() string {
 				continue
 			}
 			writeCommand(&b, c)
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					writeCommand(&b, sub)
+				}
+			}
 		}
 	}
 	b.WriteString("## Flags of every command\n\n")

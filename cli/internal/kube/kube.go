@@ -260,6 +260,9 @@ func (c *Client) PlanNames(ctx context.Context) ([]string, error) {
 
 // Bundle reads the bundle document a runtime points at.
 func (c *Client) Bundle(ctx context.Context, rt *v1alpha1.ClusterRuntime) ([]byte, error) {
+	if oci := rt.Spec.Bundle.OCI; oci != nil {
+		return nil, fmt.Errorf("read bundle: clusterruntime %s names an OCI bundle (spec.bundle.oci %s@%s), which the plugin does not pull yet: the registry holds the document as the artifact's one layer (docs/bundle.md)", rt.Name, oci.Repository, oci.Digest)
+	}
 	src := rt.Spec.Bundle.ConfigMap
 	if src == nil {
 		return nil, fmt.Errorf("read bundle: spec.bundle.configMap is not set on clusterruntime %s", rt.Name)

@@ -11,8 +11,12 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/controller"
+	"github.com/aicr-run/aicr-operator/planner/internal/ocibundle"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
@@ -45,7 +49,13 @@ type Options struct {
 	OperatorIdentities string
 	// Workers is --workers: runtimes reconciled at once.
 	Workers int
+	// RepoCredsSecret is --repo-creds-secret: the repo-creds Secret in --engine-namespace whose
+	// credentials spec.bundle.oci bundles are pulled with.
+	RepoCredsSecret string
 }
+
+// DefaultRepoCredsSecret is the chart's registry.auth.repoCredsSecret default.
+const DefaultRepoCredsSecret = "aicr-registry"
 
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
@@ -55,6 +65,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
 		"comma-separated user names of the operator itself, whose approvals are ignored (default: aicr-operator and the service accounts aicr-operator-<binary> of the five binaries in --namespace, as the chart names them)")
 	fs.IntVar(&o.Workers, "workers", 2, "runtimes reconciled at once")
+	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", DefaultRepoCredsSecret,
+		"the repo-creds Secret in --engine-namespace (registry.auth.repoCredsSecret): the credentials spec.bundle.oci bundles are pulled with, read at each pull")
 }
 
 // Validate checks the flags.
@@ -65,6 +77,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 1 || o.Workers > 64 {
 		errs = append(errs, fmt.Sprintf("--workers %d: use 1 to 64", o.Workers))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.RepoCredsSecret); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("--repo-creds-secret %q: a Secret name is required (%s)", o.RepoCredsSecret, strings.Join(msgs, "; ")))
 	}
 	if _, err := service.SplitIdentities(o.OperatorIdentities); err != nil {
 		errs = append(errs, err.Error())
@@ -124,9 +139,16 @@ func Run(ctx context.Context, o Options) error {
 			if err := base.Bus.WatchConsumer(consumers[bus.ConsumerPlanner]); err != nil {
 				return err
 			}
+			bundles := ocibundle.New(ocibundle.Config{
+				Secrets: func(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+					return base.KubeClient.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+				},
+				SecretNamespace: o.EngineNamespace, SecretName: o.RepoCredsSecret,
+			})
 			ctrl := controller.New(controller.Config{
 				Name: Name, Namespace: o.Namespace, EngineNamespace: o.EngineNamespace,
 				Identities: o.Identities(), Workers: o.Workers, Recorder: recorder, Metrics: metrics,
+				Bundles: bundles,
 			}, kube, base.Publisher())
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })

@@ -58,6 +58,9 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Metrics are the planner's metrics (NewMetrics); unregistered ones when nil.
 	Metrics *Metrics
+	// Bundles pulls OCI bundles (spec.bundle.oci); a runtime naming one is BundleUnavailable
+	// when nil.
+	Bundles BundlePuller
 }
 
 // Controller makes the planner's decisions for every ClusterRuntime.
@@ -85,6 +88,14 @@ type resolution struct {
 	plan   *plan.Plan
 	reason string
 	msg    string
+	// retryAt, for a failed pull of an OCI bundle, is when it is pulled again.
+	retryAt time.Time
+}
+
+// BundlePuller pulls the bundle document spec.bundle.oci names (planner/internal/ocibundle). A
+// failure is a *plan.Error: its reason and message go to Resolved.
+type BundlePuller interface {
+	Pull(ctx context.Context, src *v1alpha1.OCIBundleSource) ([]byte, error)
 }
 
 // New returns a controller. Call Run to start its informers and workers, and hand Routes to

@@ -276,6 +276,7 @@ func (c *Controller) handleCredentials(ctx context.Context, m *dispatch.Message)
 	c.mu.Lock()
 	c.creds = &cs
 	c.mu.Unlock()
+	c.retryPullsNow() // a renewed token may be what a failed pull needed
 	c.enqueueAll()
 	return nil
 }

@@ -41,8 +41,12 @@ const (
 	selfID      = "system:serviceaccount:aicr-system:aicr-planner"
 )
 
+// registryAuth is the login of the environment's registry (htpasswd): an ECR-shaped one, user
+// AWS and a token as password.
+var registryAuth = &testenv.BasicAuth{Username: "AWS", Password: natstest.RandomPassword()}
+
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{}))
+	os.Exit(testenv.RunMain(m, testenv.Options{Registry: true, RegistryAuth: registryAuth}))
 }
 
 // harness is the test acting as applier and readiness.
@@ -86,11 +90,17 @@ func newHarness(t *testing.T) *harness {
 
 // startPlanner runs a planner (controller + dispatcher) until the returned stop is called.
 func (h *harness) startPlanner() (stop func()) {
+	return h.startPlannerWith(nil)
+}
+
+// startPlannerWith runs a planner that pulls OCI bundles with bundles.
+func (h *harness) startPlannerWith(bundles BundlePuller) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	ctx = logging.Into(ctx, log)
 	rec, stopEvents := NewRecorder(h.core, "planner-test")
-	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec}, h.kube, bus.NewPublisher(h.js, "planner"))
+	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec, Bundles: bundles},
+		h.kube, bus.NewPublisher(h.js, "planner"))
 	cons, err := dispatch.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
 	if err != nil {
 		h.t.Fatal(err)

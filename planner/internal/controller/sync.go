@@ -326,13 +326,16 @@ func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRunti
 // resolve returns the plan the spec resolves to, or nil with the failure recorded in v.
 func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.Plan {
 	rt := v.rt
+	if rt.Spec.Bundle.OCI != nil {
+		return c.resolveOCI(ctx, v, now)
+	}
 	src := rt.Spec.Bundle.ConfigMap
 	fail := func(reason, msg string) *plan.Plan {
 		v.in.ResolveReason, v.in.ResolveMessage = reason, msg
 		return nil
 	}
 	if src == nil {
-		return fail(v1alpha1.ReasonBundleInvalid, "spec.bundle: set configMap (name, and optionally namespace and key) to the bundle's ConfigMap")
+		return fail(v1alpha1.ReasonBundleInvalid, "spec.bundle: set configMap (name, and optionally namespace and key) to the bundle's ConfigMap, or oci (repository and digest) to a bundle pushed with kubectl aicr bundle push")
 	}
 	ns, key := src.Location(c.cfg.Namespace)
 	cm, err := c.store.GetConfigMap(ctx, ns, src.Name)
@@ -346,42 +349,117 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 		return fail(v1alpha1.ReasonBundleUnavailable, fmt.Sprintf("spec.bundle.configMap: read ConfigMap %s/%s: %v", ns, src.Name, err))
 	}
 	rkey := fmt.Sprintf("%d/%s/%s/%s", rt.Generation, cm.UID, cm.ResourceVersion, key)
-	c.mu.Lock()
-	cached, ok := c.resolved[rt.Name]
-	c.mu.Unlock()
-	if ok && cached.key == rkey {
+	if cached, ok := c.cachedResolution(rt.Name, rkey, now); ok {
 		v.in.ResolveReason, v.in.ResolveMessage = cached.reason, cached.msg
 		return cached.plan
 	}
-	// Say Resolving while the plan is computed (large bundles take a moment).
-	_ = c.patchStatus(ctx, rt.Name, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
-		status.Apply(st, []metav1.Condition{{Type: v1alpha1.ConditionResolved, Status: metav1.ConditionFalse,
-			Reason: v1alpha1.ReasonResolving, Message: "computing the plan", ObservedGeneration: gen}}, now)
-	})
+	c.writeResolving(ctx, rt, now)
 	res := resolution{key: rkey}
 	data, found := cm.Data[key]
 	switch {
 	case !found:
 		res.reason, res.msg = v1alpha1.ReasonBundleUnavailable, fmt.Sprintf("spec.bundle.configMap.key: ConfigMap %s/%s has no key %q", ns, src.Name, key)
 	default:
-		b, err := plan.ParseBundle([]byte(data))
-		if err == nil {
-			res.plan, err = plan.Resolve(b, plan.Inputs{
-				Overrides: rt.Spec.Overrides, Placement: rt.Spec.Placement,
-				ForbiddenNamespaces: []string{c.cfg.Namespace, c.cfg.EngineNamespace},
-			})
-		}
-		if err == nil {
-			// A plan that cannot be stored does not resolve: it must never become a target.
-			err = res.plan.CheckSize()
-		}
-		if err != nil {
-			res.plan = nil
-			res.reason, res.msg = plan.ReasonOf(err), err.Error()
+		res.plan, res.reason, res.msg = c.planOf(rt, []byte(data))
+	}
+	return c.recordResolution(v, res)
+}
+
+// OCIRetry is how long after a failed pull of spec.bundle.oci the planner pulls again (the
+// artifact may be pushed, the credentials fixed or the registry back meanwhile); a credentials
+// report from the refresher retries at once.
+const OCIRetry = 30 * time.Second
+
+// resolveOCI pulls the bundle spec.bundle.oci names (Config.Bundles) and resolves it. A plan,
+// or a bundle that does not resolve, is kept for the runtime's generation (the digest pins the
+// content); a failed pull is tried again after OCIRetry, without saying Resolving again.
+func (c *Controller) resolveOCI(ctx context.Context, v *view, now time.Time) *plan.Plan {
+	rt := v.rt
+	src := rt.Spec.Bundle.OCI
+	rkey := fmt.Sprintf("%d/oci/%s@%s", rt.Generation, src.Repository, src.Digest)
+	cached, ok := c.cachedResolution(rt.Name, rkey, now)
+	if ok {
+		v.in.ResolveReason, v.in.ResolveMessage = cached.reason, cached.msg
+		return cached.plan
+	}
+	if cached.key != rkey {
+		c.writeResolving(ctx, rt, now)
+	}
+	res := resolution{key: rkey}
+	if c.cfg.Bundles == nil {
+		res.reason, res.msg = v1alpha1.ReasonBundleUnavailable, "spec.bundle.oci: this planner reads no OCI bundles (no puller configured); use spec.bundle.configMap"
+		return c.recordResolution(v, res)
+	}
+	pctx, cancel := context.WithTimeout(ctx, OCIPullTimeout)
+	data, err := c.cfg.Bundles.Pull(pctx, src)
+	cancel()
+	if err != nil {
+		res.reason, res.msg = plan.ReasonOf(err), err.Error()
+		res.retryAt = now.Add(OCIRetry)
+		c.queue.AddAfter(rt.Name, OCIRetry)
+		logging.From(ctx).Warn().Str(logging.KeyReason, res.reason).Msg("pull of the OCI bundle failed; tried again later")
+		return c.recordResolution(v, res)
+	}
+	res.plan, res.reason, res.msg = c.planOf(rt, data)
+	return c.recordResolution(v, res)
+}
+
+// OCIPullTimeout bounds one pull of an OCI bundle (it runs under the runtime's lock).
+const OCIPullTimeout = time.Minute
+
+// cachedResolution returns the runtime's last resolution, and whether it answers for key now
+// (a failed pull stops answering at its retry time).
+func (c *Controller) cachedResolution(name, key string, now time.Time) (resolution, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cached, ok := c.resolved[name]
+	return cached, ok && cached.key == key && (cached.retryAt.IsZero() || now.Before(cached.retryAt))
+}
+
+// retryPullsNow makes failed pulls due at once (the credentials may have changed).
+func (c *Controller) retryPullsNow() {
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, res := range c.resolved {
+		if !res.retryAt.IsZero() && now.Before(res.retryAt) {
+			res.retryAt = now
+			c.resolved[name] = res
 		}
 	}
+}
+
+// writeResolving says Resolving while the plan is computed (large bundles take a moment).
+func (c *Controller) writeResolving(ctx context.Context, rt *v1alpha1.ClusterRuntime, now time.Time) {
+	_ = c.patchStatus(ctx, rt.Name, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
+		status.Apply(st, []metav1.Condition{{Type: v1alpha1.ConditionResolved, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonResolving, Message: "computing the plan", ObservedGeneration: gen}}, now)
+	})
+}
+
+// planOf parses a bundle document and resolves it with the runtime's overrides and placement.
+func (c *Controller) planOf(rt *v1alpha1.ClusterRuntime, data []byte) (*plan.Plan, string, string) {
+	b, err := plan.ParseBundle(data)
+	if err != nil {
+		return nil, plan.ReasonOf(err), err.Error()
+	}
+	p, err := plan.Resolve(b, plan.Inputs{
+		Overrides: rt.Spec.Overrides, Placement: rt.Spec.Placement,
+		ForbiddenNamespaces: []string{c.cfg.Namespace, c.cfg.EngineNamespace},
+	})
+	if err == nil {
+		// A plan that cannot be stored does not resolve: it must never become a target.
+		err = p.CheckSize()
+	}
+	if err != nil {
+		return nil, plan.ReasonOf(err), err.Error()
+	}
+	return p, "", ""
+}
+
+func (c *Controller) recordResolution(v *view, res resolution) *plan.Plan {
 	c.mu.Lock()
-	c.resolved[rt.Name] = res
+	c.resolved[v.rt.Name] = res
 	c.mu.Unlock()
 	v.in.ResolveReason, v.in.ResolveMessage = res.reason, res.msg
 	return res.plan

@@ -69,10 +69,30 @@ type ClusterRuntimeSpec struct {
 }
 
 // BundleSource points at the bundle document. Exactly one source is set.
+// +kubebuilder:validation:XValidation:rule="has(self.configMap) != has(self.oci)",message="set exactly one bundle source: configMap (the ConfigMap that holds the bundle) or oci (the repository and digest of a bundle pushed with kubectl aicr bundle push)"
 type BundleSource struct {
 	// ConfigMap holds the bundle YAML under a key.
 	// +optional
 	ConfigMap *ConfigMapBundleSource `json:"configMap,omitempty"`
+	// OCI is a bundle pushed to a registry as an OCI artifact, pinned by its manifest digest.
+	// +optional
+	OCI *OCIBundleSource `json:"oci,omitempty"`
+}
+
+// OCIBundleSource is a bundle artifact in an OCI registry (docs/bundle.md): the planner pulls
+// it with the repo-creds Secret's credentials when the repository is under that Secret's url,
+// and verifies it against Digest. Changing Digest moves the stack to that bundle.
+type OCIBundleSource struct {
+	// Repository is the artifact's repository: host[:port]/path, no scheme, tag or digest,
+	// such as registry.example.com/aicr/bundles/gpu-stack.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]{1,5})?/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)*$')",message="must be host[:port]/path with a lowercase path, without oci:// or a tag, such as registry.example.com/aicr/bundles/gpu-stack"
+	Repository string `json:"repository"`
+	// Digest is the artifact's manifest digest, as kubectl aicr bundle push prints it.
+	// +kubebuilder:validation:MaxLength=71
+	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[a-f0-9]{64}$')",message="must be sha256: followed by 64 lowercase hex characters, the manifest digest kubectl aicr bundle push prints"
+	Digest string `json:"digest"`
 }
 
 // ConfigMapBundleSource is a bundle kept in a ConfigMap.

@@ -58,6 +58,13 @@ const (
 	ReasonBundleInvalid = "BundleInvalid"
 	// ReasonBundleUnavailable: the bundle source cannot be read (our addition).
 	ReasonBundleUnavailable = "BundleUnavailable"
+	// ReasonBundleNotFound: the registry has no bundle artifact with spec.bundle.oci's
+	// repository and digest (our addition; the registry refusing the credentials is
+	// Unauthorized, a bundle over the size limit ContentTooLarge).
+	ReasonBundleNotFound = "BundleNotFound"
+	// ReasonBundleDigestMismatch: what the registry served does not hash to the digest asked
+	// for (our addition).
+	ReasonBundleDigestMismatch = "BundleDigestMismatch"
 )
 
 // EngineAvailable reasons.
