@@ -291,10 +291,10 @@ func TestDeletedApplicationIsWrittenAgain(t *testing.T) {
 	if after.UID != deploy.UID || after.DeletionTimestamp != nil {
 		t.Errorf("the release's Deployment was deleted or replaced: uid %s -> %s, deletionTimestamp %v", deploy.UID, after.UID, after.DeletionTimestamp)
 	}
-	if rt, err := s.Runtime(ctx); err != nil {
+	// While the Application is written again and not yet compared, the runtime is NotReady;
+	// it is Ready again once readiness judges the new object ready.
+	if _, err := s.WaitCondition(ctx, syncTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Fatal(err)
-	} else if c := condition(rt, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
-		t.Errorf("runtime Ready=%s %s: %s", c.Status, c.Reason, c.Message)
 	}
 }
 
