@@ -22,6 +22,7 @@ import (
 // ConfigMap nor a rollout is written. Once the bundle shrinks, the next Sync rolls it out.
 func TestPlanTooLargeFailsCleanly(t *testing.T) {
 	h := newHarness(t)
+	h.deleteRuntime() // an earlier test's: there is one ClusterRuntime, named cluster
 	ctx := context.Background()
 	big := component("huge", 1)
 	big["values"] = map[string]any{"blob": strings.Repeat("x", plan.MaxPlanBytes)}
