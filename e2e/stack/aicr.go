@@ -63,7 +63,7 @@ func (s *Stack) ImportAICR(ctx context.Context, dir, recipe string) (*AICRImport
 	}
 	var stdin string
 	if a := s.Env.Registry.Auth; a != nil {
-		args = append(args, "--registry-username", a.Username, "--registry-password-stdin")
+		args = append(args, "--username", a.Username, "--password-stdin")
 		stdin = a.Password + "\n"
 	}
 	var stdout, stderr bytes.Buffer

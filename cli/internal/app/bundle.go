@@ -31,8 +31,8 @@ type registryFlags struct {
 func (r *registryFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&r.plainHTTP, "plain-http", false, "Talk http:// to the registry (a local registry; Argo CD then needs insecureOCIForceHttp)")
-	f.StringVar(&r.username, "registry-username", "", "Registry user name (ECR: AWS); anonymous when empty")
-	f.BoolVar(&r.passwordStdin, "registry-password-stdin", false, "Read the registry password (ECR: aws ecr get-login-password) from standard input")
+	f.StringVar(&r.username, "username", "", "Registry user name (ECR: AWS); anonymous when empty")
+	f.BoolVar(&r.passwordStdin, "password-stdin", false, "Read the registry password (ECR: aws ecr get-login-password) from standard input")
 }
 
 func (r *registryFlags) client(stdin io.Reader) (*ociregistry.Client, error) {
@@ -44,11 +44,11 @@ func (r *registryFlags) client(stdin io.Reader) (*ociregistry.Client, error) {
 		}
 		creds.Password = strings.TrimRight(line, "\r\n")
 		if creds.Password == "" {
-			return nil, usagef("--registry-password-stdin: standard input held no password")
+			return nil, usagef("--password-stdin: standard input held no password")
 		}
 	}
 	if (creds.Username == "") != (creds.Password == "") {
-		return nil, usagef("--registry-username and --registry-password-stdin go together (or neither, for an anonymous registry)")
+		return nil, usagef("--username and --password-stdin go together (or neither, for an anonymous registry)")
 	}
 	return ociregistry.New(ociregistry.Options{PlainHTTP: r.plainHTTP, Credentials: creds, UserAgent: Name + "/" + version.Get().Version}), nil
 }
@@ -114,7 +114,7 @@ goes to standard output). Load the bundle as a ConfigMap, preview it with kubect
 
   # A local registry over http, with a login
   echo "$PASSWORD" | kubectl aicr bundle import ./bundle --registry 127.0.0.1:5000/aicr --plain-http \
-    --registry-username admin --registry-password-stdin -o bundle.yaml
+    --username admin --password-stdin -o bundle.yaml
 
   # Then load it as the ClusterRuntime's bundle ConfigMap
   kubectl -n aicr-system create configmap gpu-stack --from-file=bundle.yaml=bundle.yaml`,

@@ -22,8 +22,8 @@ func TestBundleImportArguments(t *testing.T) {
 		{"no folder", []string{"bundle", "import", "--registry", "r.example/aicr"}, "", ExitUsage, "needs the bundle folder"},
 		{"no registry", []string{"bundle", "import", "dir"}, "", ExitUsage, "--registry is required"},
 		{"a registry that is not a repository", []string{"bundle", "import", "dir", "--registry", "oci://"}, "", ExitUsage, "host[:port]/name is required"},
-		{"a user without a password", []string{"bundle", "import", "dir", "--registry", "r.example/aicr", "--registry-username", "admin"}, "", ExitUsage, "go together"},
-		{"an empty password on stdin", []string{"bundle", "import", "dir", "--registry", "r.example/aicr", "--registry-username", "admin", "--registry-password-stdin"}, "\n", ExitUsage, "held no password"},
+		{"a user without a password", []string{"bundle", "import", "dir", "--registry", "r.example/aicr", "--username", "admin"}, "", ExitUsage, "go together"},
+		{"an empty password on stdin", []string{"bundle", "import", "dir", "--registry", "r.example/aicr", "--username", "admin", "--password-stdin"}, "\n", ExitUsage, "held no password"},
 		{"a folder that is not there", []string{"bundle", "import", "testdata/no-such-bundle", "--registry", "r.example/aicr"}, "", ExitFailed, "testdata/no-such-bundle: cannot read the bundle folder"},
 		{"bundle alone shows its help", []string{"bundle"}, "", ExitUsage, "import"},
 	}
