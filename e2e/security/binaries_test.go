@@ -5,18 +5,11 @@ package security
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +37,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 // Named timeouts.
@@ -127,38 +121,21 @@ func startBinary(t *testing.T, name string, args ...string) *lockedBuffer {
 	return out
 }
 
-// servingCert writes a self-signed serving certificate for 127.0.0.1 and returns the files and
-// a pool that trusts it.
+// servingCert writes a serving certificate for 127.0.0.1 (tlstest) and returns the files and
+// a pool that trusts its CA.
 func servingCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	f, err := tlstest.Write(t.TempDir(), "aicr-admission")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "aicr-admission"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	caPEM, err := os.ReadFile(f.CA)
 	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pool = x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	return certFile, keyFile, pool
+	pool.AppendCertsFromPEM(caPEM)
+	return f.ServerCert, f.ServerKey, pool
 }
 
 // observe connects as the test's observer, which may read every stream.
