@@ -17,19 +17,12 @@ var binDir string
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	binDir = os.Getenv(stack.EnvBinDir)
-	if binDir == "" {
-		dir, err := os.MkdirTemp("", "aicr-logstream-bin-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		if err := stack.BuildBinaries(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "FAIL:", err)
-			return 1
-		}
-		binDir = dir
+	dir, cleanup, err := stack.BinariesDir("aicr-logstream-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
 	}
+	defer cleanup()
+	binDir = dir
 	return testenv.RunMain(m, testenv.Options{})
 }

@@ -32,3 +32,20 @@ func BuildBinaries(dir string) error {
 	}
 	return nil
 }
+
+// BinariesDir returns the folder of the built binaries: AICR_BIN_DIR, or a new temporary folder
+// (its name starts with prefix) the binaries are built into, which cleanup removes.
+func BinariesDir(prefix string) (dir string, cleanup func(), err error) {
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		return dir, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("make a folder for the binaries: %w", err)
+	}
+	if err := BuildBinaries(dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, func() { _ = os.RemoveAll(dir) }, nil
+}

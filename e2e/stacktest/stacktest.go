@@ -34,19 +34,12 @@ var current *stack.Stack
 // AICR_REQUIRE_TOOLS=1.
 func Main(m *testing.M, o stack.Options) int {
 	if o.BinDir == "" {
-		o.BinDir = os.Getenv(stack.EnvBinDir)
-	}
-	if o.BinDir == "" {
-		dir, err := os.MkdirTemp("", "aicr-e2e-bin-")
+		dir, cleanup, err := stack.BinariesDir("aicr-e2e-bin-")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		if err := stack.BuildBinaries(dir); err != nil {
 			fmt.Fprintln(os.Stderr, "FAIL:", err)
 			return 1
 		}
+		defer cleanup()
 		o.BinDir = dir
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), UpTimeout)
