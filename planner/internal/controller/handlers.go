@@ -42,7 +42,9 @@ func (c *Controller) handleVerdict(ctx context.Context, m *dispatch.Message) err
 				return false
 			}
 			awaited = true
-			c.notes.add(name, "verdict/"+v.StepID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { observe(rt, r) }})
+			// The note is applied later, by whichever handler or reconcile writes the rollout
+			// next, on another goroutine: it must not touch this call's awaited.
+			c.notes.add(name, "verdict/"+v.StepID, note{at: now, observe: func(r *v1alpha1.RuntimeRollout) { rollout.ObserveVerdict(r, &v, now) }})
 			return true
 		}
 		if err := c.onRollout(ctx, v.Runtime, name, noteOnly, observe); err != nil {

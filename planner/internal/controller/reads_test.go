@@ -242,3 +242,33 @@ func TestVerdictEndingTheRolloutReconcilesAtOnce(t *testing.T) {
 		t.Fatalf("%d runtimes queued at once after the rollout ended, want 1", n)
 	}
 }
+
+// A not-ready verdict kept as a note is applied later by whichever handler writes the rollout
+// next, on another goroutine. The note must carry only the observation: a note that also set
+// the keeping handler's own variables raced with that handler (the race-built planner of the
+// chaos run reported it at every start; `make test` runs this under -race).
+func TestAKeptVerdictNoteTouchesNothingOfItsHandler(t *testing.T) {
+	_, c, store, r := startedChain(t, 3)
+	ctx := context.Background()
+	step := store.rollouts[r.Name].Status.Steps[0]
+	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "not-ready"}, Runtime: "cluster",
+		Release: step.Release, StepID: rollout.StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: false})
+	done := make(chan error, 1)
+	go func() { done <- c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}) }()
+	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, queueTimeout, true, func(context.Context) (bool, error) {
+		return !c.notes.oldest(r.Name).IsZero(), nil
+	})
+	if err != nil {
+		t.Fatalf("the not-ready verdict was not kept as a note: %v", err)
+	}
+	readyVerdict(t, c, store, r.Name) // writes the rollout, carrying the note
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := store.rollouts[r.Name].Status.Steps[0].State; got != v1alpha1.StepSucceeded {
+		t.Fatalf("step 1 is %s after its ready verdict carried the not-ready note, want Succeeded", got)
+	}
+	if !c.notes.oldest(r.Name).IsZero() {
+		t.Fatal("the note is still kept after a write carried it")
+	}
+}
