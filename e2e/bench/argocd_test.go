@@ -286,3 +286,22 @@ func (f *fakeArgoCD) advances(rollout string, steps int) ([]advance, error) {
 	}
 	return out, nil
 }
+
+// syncTime is the fake Argo CD's own share of the rollout's steps 1..n: for each, from its
+// Application first seen by the fake's watch to the fake's ready status write returned. With
+// a real Argo CD that span is Argo CD's pick-up and sync, not the operator's.
+func (f *fakeArgoCD) syncTime(rollout string, steps int) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sum time.Duration
+	for i := 1; i <= steps; i++ {
+		step := rollout + "/" + strconv.Itoa(i)
+		s, ok1 := f.seen[step]
+		r, ok2 := f.ready[step]
+		if !ok1 || !ok2 {
+			return 0, fmt.Errorf("step %d of %s: Application seen %t, ready written %t", i, rollout, ok1, ok2)
+		}
+		sum += r.Sub(s)
+	}
+	return sum, nil
+}

@@ -189,11 +189,42 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 			s.Add("ms", ms(at.Sub(start)))
 			cpuNames = cpu.used().addPerStep(&s, overheadReleases)
 			addRequestsPerStep(&s, reqs, apiRequests(ctx), overheadReleases)
+			first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, "svc-00", metav1.GetOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rolloutName, _, _ := strings.Cut(first.Annotations[v1alpha1.AnnotationStep], "/")
+			fake, err := argo.syncTime(rolloutName, overheadReleases)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Add("fake-ms", ms(fake))
+			s.Add("operator-ms", ms(at.Sub(start)-fake))
+			advs, err := argo.advances(rolloutName, overheadReleases)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, x := range hops {
+				var sum time.Duration
+				for _, a := range advs {
+					sum += x.f(a)
+				}
+				s.Add(x.name, ms(sum))
+			}
 		}
 		d := s.Get("ms")
 		b.ReportMetric(d.Median, "ms")
-		results.add(fmt.Sprintf("Operator overhead, %d-release rollout (every release changed, statuses instant)", overheadReleases),
-			fmt.Sprintf("%s (%.1f ms per release)", d.Format("%.0f", "ms"), d.Median/overheadReleases), "≤ 1 s", d.Verdict(func(m float64) bool { return m <= 1000 }))
+		op := s.Get("operator-ms")
+		b.ReportMetric(op.Median, "operator-ms")
+		results.add(fmt.Sprintf("Operator overhead, %d-release rollout (every release changed, statuses instant): wall time less the fake Argo CD's", overheadReleases),
+			fmt.Sprintf("%s (%.1f ms per release)", op.Format("%.0f", "ms"), op.Median/overheadReleases), "≤ 0.5 s", op.Verdict(func(m float64) bool { return m <= 500 }))
+		results.info("  wall time, bundle change to Ready; of it the fake Argo CD's (Application seen → its status write returned, summed)",
+			d.Format("%.0f", "ms")+"; "+s.Get("fake-ms").Format("%.0f", "ms"))
+		var parts []string
+		for _, x := range hops {
+			parts = append(parts, s.Get(x.name).Format("%.0f", ""))
+		}
+		results.info("  the 29 advances summed (ms): readiness / planner / applier hops", strings.Join(parts, " / "))
 		results.info("  CPU per release (ms), median: "+strings.Join(cpuNames, " / "), s.Medians("%.1f", " / ", cpuKeys(cpuNames)...))
 		results.info("  API requests per release, median", requestsLine(&s))
 	}
@@ -433,35 +464,52 @@ func BenchmarkReadiness10000(b *testing.B) {
 			{label: "GPU-stack values", runtime: "bench10kv", perPlan: 40, values: func(i int) json.RawMessage {
 				shapes := plantest.GPUStackShapes()
 				return plantest.GPUStackValues(shapes[i%len(shapes)], i)
-			}},
+			}, ownAPIServer: true},
 		} {
-			size, err := createReadinessApps(ctx, b, v)
+			var s benchstat.Series
+			var size float64
+			measure := func() error {
+				var err error
+				if size, err = createReadinessApps(ctx, b, v); err != nil {
+					return err
+				}
+				for rep := range *reps {
+					m, err := judgeAll(ctx, v.runtime, fmt.Sprintf("readiness-%s-%d", v.runtime, rep))
+					if err != nil {
+						return err
+					}
+					s.Add("rss", mib(m.rss))
+					s.Add("anon", mib(m.anon))
+					s.Add("file", mib(m.file))
+					s.Add("hwm", mib(m.hwm))
+					s.Add("judged", m.judged.Seconds())
+					s.Add("cpu", float64(m.cpuTicks*10)/1000)
+				}
+				if v.ownAPIServer {
+					return nil // its API server goes with it
+				}
+				return deleteReadinessApps(ctx, v.runtime)
+			}
+			var err error
+			if v.ownAPIServer {
+				err = withOwnAPIServer(ctx, measure)
+			} else {
+				err = measure()
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
-			var s benchstat.Series
-			for rep := range *reps {
-				m, err := judgeAll(ctx, v.runtime, fmt.Sprintf("readiness-%s-%d", v.runtime, rep))
-				if err != nil {
-					b.Fatal(err)
-				}
-				s.Add("rss", mib(m.rss))
-				s.Add("anon", mib(m.anon))
-				s.Add("file", mib(m.file))
-				s.Add("hwm", mib(m.hwm))
-				s.Add("judged", m.judged.Seconds())
-				s.Add("cpu", float64(m.cpuTicks*10)/1000)
-			}
 			rss := s.Get("rss")
 			b.ReportMetric(rss.Median, strings.ReplaceAll(v.label, " ", "-")+"-rss-MiB")
-			results.add(fmt.Sprintf("Readiness RSS watching 10 000 Applications, %s (%.1f KiB a release), idle after judging all", v.label, size/1024),
+			where := ""
+			if v.ownAPIServer {
+				where = ", an API server without watch cache"
+			}
+			results.add(fmt.Sprintf("Readiness RSS watching 10 000 Applications, %s (%.1f KiB a release%s), idle after judging all", v.label, size/1024, where),
 				fmt.Sprintf("%s; anonymous %s, file-backed code %s; peak %s", rss.Format("%.0f", "MiB"), s.Get("anon").Format("%.0f", ""), s.Get("file").Format("%.0f", ""), s.Get("hwm").Format("%.0f", "MiB")),
 				"≤ 250 MiB", rss.Verdict(func(m float64) bool { return m <= 250 }))
 			results.info(fmt.Sprintf("  %s: start to 10 000 verdicts published; readiness CPU until idle", v.label),
 				fmt.Sprintf("%s; %s", s.Get("judged").Format("%.1f", "s"), s.Get("cpu").Format("%.1f", "s")))
-			if err := deleteReadinessApps(ctx, v.runtime); err != nil {
-				b.Fatal(err)
-			}
 		}
 	}
 }
@@ -713,6 +761,37 @@ type readinessVariant struct {
 	runtime string
 	perPlan int
 	values  func(i int) json.RawMessage
+	// ownAPIServer runs the variant on an API server of its own started without its watch
+	// cache (see withOwnAPIServer).
+	ownAPIServer bool
+}
+
+// withOwnAPIServer runs f with h pointing at a harness of its own: a new etcd and
+// kube-apiserver started with --watch-cache=false, and its own embedded NATS. With GPU-stack
+// values an Application as Argo CD stores it is about 80 KiB (the values in the spec,
+// comparedTo, the sync result and three history entries); the watch cache keeps every one
+// decoded, and at 10 000 of them it took the API server past 20 GB of this 24 GiB machine,
+// which then thrashed. Without the watch cache readiness's informer lists in pages from etcd
+// instead of the streaming list, so its peak (VmHWM) is the paged list's.
+func withOwnAPIServer(ctx context.Context, f func() error) error {
+	env, err := testenv.Start(testenv.Options{SkipApplicationSetCRD: true, APIServerArgs: []string{"--watch-cache=false"}})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	own, err := newHarness(ctx, env, h.binDir)
+	if err != nil {
+		if own != nil {
+			own.close(true)
+		}
+		return err
+	}
+	saved := h
+	h = own
+	defer func() { h = saved }()
+	err = f()
+	own.close(err != nil)
+	return err
 }
 
 // createReadinessApps stores the variant's plans and creates readinessApps Applications as the
@@ -803,14 +882,14 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 func deleteReadinessApps(ctx context.Context, rt string) error {
 	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
 	sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelRuntime + "=" + rt}
-	// The API server may answer a collection of 10 000 with a timeout and go on deleting: the
-	// wait below is what counts.
-	if err := apps.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
-		return fmt.Errorf("delete the applications of runtime %s: %w", rt, err)
-	}
+	// The API server answers a collection of 10 000 with a timeout after its request deadline
+	// and stops deleting there (a run left 1 347 behind and waited out the timeout): each
+	// round deletes what is left, until a list finds none.
 	return testenv.WaitFor(ctx, verdictsTimeout, "applications of runtime "+rt+" deleted", func(ctx context.Context) (bool, error) {
-		sel.Limit = 1
-		l, err := apps.List(ctx, sel)
+		if err := apps.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return false, fmt.Errorf("delete the applications of runtime %s: %w", rt, err)
+		}
+		l, err := apps.List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, Limit: 1})
 		return err == nil && len(l.Items) == 0, nil
 	})
 }
