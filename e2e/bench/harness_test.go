@@ -78,6 +78,9 @@ type harness struct {
 	dir        string
 	kubeconfig string
 	procs      map[string]*proc
+	// noLeaderElection starts the leader-elected binaries without --leader-elect (see
+	// withOwnAPIServer).
+	noLeaderElection bool
 }
 
 // proc is one running binary.
@@ -195,15 +198,19 @@ func (h *harness) flags(binary string, healthPort, metricsPort int) ([]string, e
 		"--health-addr=127.0.0.1:" + strconv.Itoa(healthPort), "--metrics-addr=127.0.0.1:" + strconv.Itoa(metricsPort),
 		"--log-format=json", "--log-level=info",
 	}
+	elect := "--leader-elect"
+	if h.noLeaderElection {
+		elect = "--leader-elect=false"
+	}
 	switch binary {
 	case "planner":
-		return append(common, "--leader-elect", "--engine-namespace="+engineNamespace), nil
+		return append(common, elect, "--engine-namespace="+engineNamespace), nil
 	case "applier":
 		return append(common, "--engine-namespace="+engineNamespace, "--engine-project="+project, "--registry-repository="+repository), nil
 	case "readiness":
-		return append(common, "--leader-elect", "--engine-namespace="+engineNamespace, "--engine-project="+project, "--registry-repository="+repository), nil
+		return append(common, elect, "--engine-namespace="+engineNamespace, "--engine-project="+project, "--registry-repository="+repository), nil
 	case "credrefresher":
-		return append(common, "--leader-elect", "--engine-namespace="+engineNamespace, "--registry-repository="+repository,
+		return append(common, elect, "--engine-namespace="+engineNamespace, "--registry-repository="+repository,
 			"--registry-auth=static", "--repo-creds-secret="+repoCredsSecret), nil
 	case "admission":
 		cert, key, err := h.webhookCert()
