@@ -75,7 +75,7 @@ type Watcher struct {
 // published is what the watcher last told the planner about one Application.
 type published struct {
 	uid     string
-	verdict string // verdictContent of the last verdict published
+	verdict string // verdictKey of the last verdict published
 	drift   *drift.Report
 	// reconciled is the Application's status.reconciledAt when last handled (watch lag).
 	reconciled time.Time
@@ -289,7 +289,8 @@ func (w *Watcher) removing(ctx context.Context, app *argoapp.Application) (bool,
 func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, pl fences.Plan, st *published) error {
 	v := fences.Evaluate(app, pl)
 	content := verdictContent(v)
-	if content == st.verdict {
+	key := verdictKey(app, content)
+	if key == st.verdict {
 		return nil
 	}
 	stepID := app.Annotations[v1alpha1.AnnotationStep]
@@ -310,7 +311,7 @@ func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, 
 	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content, st.verdict != ""), m); err != nil {
 		return err
 	}
-	st.verdict = content
+	st.verdict = key
 	w.Metrics.observeVerdict(v)
 	logging.From(ctx).Debug().Str(logging.KeyRelease, app.Name).Str(logging.KeyStep, stepID).Bool("ready", v.Ready).Bool("failed", v.Failed).Msg("verdict published")
 	return nil
@@ -325,6 +326,14 @@ func verdictContent(v fences.Verdict) string {
 		Fences []v1alpha1.Fence `json:"x"`
 	}{v.Ready, v.Failed, v.Fences})
 	return string(raw)
+}
+
+// verdictKey is what makes a verdict news: its content for the step that last wrote the
+// Application, the step ID and its start. A step written again with the same spec (a rollout
+// of the same name created again, as when a move is undone and redone within seconds) leaves
+// the content as it was, ready; the step's rollout still waits for a verdict of its own.
+func verdictKey(app *argoapp.Application, content string) string {
+	return content + "\x00" + app.Annotations[v1alpha1.AnnotationStep] + "\x00" + app.Annotations[v1alpha1.AnnotationStepStarted]
 }
 
 // VerdictID is the message ID of a verdict: the release and step, and a hash of the verdict's

@@ -536,6 +536,31 @@ func fenceNamed(fs []v1alpha1.Fence, name string) (v1alpha1.Fence, bool) {
 // A verdict that returns to an earlier one after a change no hashed time marks (an error
 // condition that comes and goes, as Argo CD's controller reports right after it starts) is
 // published again under a new ID: JetStream would drop a repeat of the first.
+// A rollout of the same name created again (a move undone and redone within seconds) writes
+// the same step with the same spec and a new start. The Application stays ready, and the
+// verdict must still be published again, with an ID JetStream does not drop: the new rollout
+// waits for a verdict of its own. (Without it, e2e/lifecycle's rollout waited forever.)
+func TestWatcherRepublishesAReadyVerdictForTheSameStepStartedAgain(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	argo, rec, _ := startWatcher(t, app)
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	again := app.DeepCopy()
+	again.ResourceVersion = "2"
+	again.Annotations[v1alpha1.AnnotationStepStarted] = time.Unix(1_800_000_001, 0).UTC().Format(time.RFC3339)
+	if _, err := argo.Update(context.Background(), again, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "the verdict of the step started again", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	vs := verdicts(s)
+	if !vs[0].Ready || !vs[1].Ready || vs[1].StepID != "r-1/1" {
+		t.Fatalf("verdicts %+v then %+v, want step r-1/1 ready twice", vs[0], vs[1])
+	}
+	if s[0].id == s[1].id {
+		t.Fatalf("both verdicts have message ID %s: JetStream would drop the second", s[0].id)
+	}
+}
+
 func TestWatcherRepublishesAVerdictThatReturns(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
