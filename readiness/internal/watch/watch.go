@@ -308,7 +308,7 @@ func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, 
 	// watcher gives the same observation; each later one, a change it saw, also carries the
 	// resourceVersion, so a return to an earlier verdict (ready, an error condition that came
 	// and went, ready) is news even when no time it hashes moved.
-	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, content, st.verdict != ""), m); err != nil {
+	if err := w.Publisher.Publish(ctx, bus.VerdictSubject(m.Runtime, m.Release), VerdictID(app, key, st.verdict != ""), m); err != nil {
 		return err
 	}
 	st.verdict = key
@@ -337,13 +337,14 @@ func verdictKey(app *argoapp.Application, content string) string {
 }
 
 // VerdictID is the message ID of a verdict: the release and step, and a hash of the verdict's
-// content with the facts that mark one episode of it (the Application's UID, the health
+// key (verdictKey: its content, the step and the step's start) with the facts that mark one
+// episode of it (the Application's UID, the health
 // transition time, the operation's start and finish) and, for a change the watcher saw
 // (seen), the resourceVersion it saw it at. The first verdict on an observation always gives the same ID,
 // so a restarted watcher's republish is dropped; a verdict that returns after a change is new.
-func VerdictID(app *argoapp.Application, content string, seen bool) string {
+func VerdictID(app *argoapp.Application, key string, seen bool) string {
 	h := sha256.New()
-	h.Write([]byte(content))
+	h.Write([]byte(key))
 	fmt.Fprintf(h, "\x00%s", app.UID)
 	if t := app.Status.Health.LastTransitionTime; t != nil {
 		fmt.Fprintf(h, "\x00h%d", t.Unix())

@@ -533,9 +533,6 @@ func fenceNamed(fs []v1alpha1.Fence, name string) (v1alpha1.Fence, bool) {
 	return v1alpha1.Fence{}, false
 }
 
-// A verdict that returns to an earlier one after a change no hashed time marks (an error
-// condition that comes and goes, as Argo CD's controller reports right after it starts) is
-// published again under a new ID: JetStream would drop a repeat of the first.
 // A rollout of the same name created again (a move undone and redone within seconds) writes
 // the same step with the same spec and a new start. The Application stays ready, and the
 // verdict must still be published again, with an ID JetStream does not drop: the new rollout
@@ -561,6 +558,26 @@ func TestWatcherRepublishesAReadyVerdictForTheSameStepStartedAgain(t *testing.T)
 	}
 }
 
+// The same, across a restart: a watcher that first sees the Application after the step was
+// started again publishes under another ID than its predecessor's verdict of the first start.
+func TestWatcherRestartGivesAStepStartedAgainANewID(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	_, first, cancel := startWatcher(t, app.DeepCopy())
+	s1 := first.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	cancel()
+	again := app.DeepCopy()
+	again.Annotations[v1alpha1.AnnotationStepStarted] = time.Unix(1_800_000_001, 0).UTC().Format(time.RFC3339)
+	_, second, _ := startWatcher(t, again)
+	s2 := second.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	if s1[0].id == s2[0].id {
+		t.Fatalf("the step started again has its first start's message ID %s: JetStream would drop it", s1[0].id)
+	}
+}
+
+// A verdict that returns to an earlier one after a change no hashed time marks (an error
+// condition that comes and goes, as Argo CD's controller reports right after it starts) is
+// published again under a new ID: JetStream would drop a repeat of the first.
 func TestWatcherRepublishesAVerdictThatReturns(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
