@@ -146,7 +146,7 @@ func (f *fakeArgoCD) needsStatus(app *argov1alpha1.Application) bool {
 		return false // the applier's explicit sync follows the write
 	}
 	if app.Annotations[v1alpha1.AnnotationStepWrite] == v1alpha1.StepWriteUnchanged {
-		return app.Annotations[v1alpha1.AnnotationRefreshFor] == step && app.Annotations[v1alpha1.AnnotationArgoRefresh] != ""
+		return app.Annotations[v1alpha1.AnnotationRefreshFor] == v1alpha1.AnnotatedStepToken(app.Annotations) && app.Annotations[v1alpha1.AnnotationArgoRefresh] != ""
 	}
 	return true
 }

@@ -197,6 +197,12 @@ func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
 	return ro.Name + "/" + strconv.Itoa(int(st.Index))
 }
 
+// stepToken is what the refresh handshake and the gate's sync name the step by: its ID and the
+// rollout's UID (v1alpha1.StepToken).
+func stepToken(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
+	return v1alpha1.StepToken(stepID(ro, st), string(ro.UID))
+}
+
 func describeSteps(ro *v1alpha1.RuntimeRollout) string {
 	out := ""
 	for _, st := range ro.Status.Steps {

@@ -192,8 +192,8 @@ func TestReadinessGateIsSyncedByTheOperatorInItsStep(t *testing.T) {
 	if op.Operation.InitiatedBy.Username != v1alpha1.FieldManager || op.Operation.InitiatedBy.Automated {
 		t.Errorf("gate's sync initiated by %+v, want username %s", op.Operation.InitiatedBy, v1alpha1.FieldManager)
 	}
-	if got := infoValue(op.Operation.Info, appspec.StepInfoName); got != id {
-		t.Errorf("gate's sync info %s=%q, want %q", appspec.StepInfoName, got, id)
+	if got, want := infoValue(op.Operation.Info, appspec.StepInfoName), v1alpha1.StepToken(id, string(ro.UID)); got != want {
+		t.Errorf("gate's sync info %s=%q, want %q", appspec.StepInfoName, got, want)
 	}
 	if op.Phase != "Succeeded" || op.StartedAt.Before(gate.StartedAt) {
 		t.Errorf("gate's sync phase %s started %s, want Succeeded after the step began (%s)", op.Phase, op.StartedAt, gate.StartedAt)
@@ -221,7 +221,7 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	ro := change(t, s, bundle, spec)
 	gate := stepOf(t, ro, "gpu-operator-readiness", v1alpha1.ActionApply)
-	id := stepID(ro, gate)
+	id, token := stepID(ro, gate), stepToken(ro, gate)
 	waitRolloutDone(t, s, ro.Name)
 	waitRolledOut(t, s)
 
@@ -232,25 +232,28 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	if got := app.Annotations[v1alpha1.AnnotationStepWrite]; got != v1alpha1.StepWriteUnchanged {
 		t.Errorf("gate's step-write %q, want %q", got, v1alpha1.StepWriteUnchanged)
 	}
-	if got := app.Annotations[v1alpha1.AnnotationRefreshFor]; got != id {
-		t.Errorf("gate's refresh-for %q, want %q", got, id)
+	if got := app.Annotations[v1alpha1.AnnotationStepRolloutUID]; got != string(ro.UID) {
+		t.Errorf("gate's step-rollout-uid %q, want the rollout's UID %q", got, ro.UID)
+	}
+	if got := app.Annotations[v1alpha1.AnnotationRefreshFor]; got != token {
+		t.Errorf("gate's refresh-for %q, want %q", got, token)
 	}
 	if v, ok := app.Annotations[v1alpha1.AnnotationArgoRefresh]; ok {
 		t.Errorf("gate still carries %s=%q after its step", v1alpha1.AnnotationArgoRefresh, v)
 	}
 
 	asked, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
-		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
+		return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
 	})
 	if !ok {
-		t.Fatalf("no recorded version of the gate carries refresh=%s with refresh-for=%s", v1alpha1.ArgoRefreshNormal, id)
+		t.Fatalf("no recorded version of the gate carries refresh=%s with refresh-for=%s", v1alpha1.ArgoRefreshNormal, token)
 	}
 	cleared, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
 		_, refresh := a.Annotations[v1alpha1.AnnotationArgoRefresh]
-		return a.Annotations[v1alpha1.AnnotationRefreshFor] == id && !refresh
+		return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && !refresh
 	})
 	if !ok {
-		t.Fatalf("no recorded version of the gate shows the refresh for %s cleared", id)
+		t.Fatalf("no recorded version of the gate shows the refresh for %s cleared", token)
 	}
 	if cleared.RV <= asked.RV {
 		t.Errorf("refresh cleared at rv %d, not after it was asked at rv %d", cleared.RV, asked.RV)
@@ -261,7 +264,7 @@ func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	}
 	// The upgraded release itself was a changed write, without a refresh request.
 	gpu := stacktest.Application(t, s, "gpu-operator")
-	if gpu.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged || gpu.Annotations[v1alpha1.AnnotationRefreshFor] == stepID(ro, stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)) {
+	if gpu.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged || gpu.Annotations[v1alpha1.AnnotationRefreshFor] == stepToken(ro, stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)) {
 		t.Errorf("gpu-operator annotations %v: want step-write changed and no refresh for its step", gpu.Annotations)
 	}
 }

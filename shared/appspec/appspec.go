@@ -22,8 +22,9 @@ const (
 	DefaultProject = "aicr"
 	// InClusterServer is the destination server of every Application.
 	InClusterServer = "https://kubernetes.default.svc"
-	// StepInfoName is the name of the operation info entry that carries the step ID of an
-	// explicit sync, so readiness can tell our sync of this step from any other.
+	// StepInfoName is the name of the operation info entry that carries the step token of an
+	// explicit sync (v1alpha1.StepToken: the step ID and its rollout's UID), so readiness can
+	// tell our sync of this step from any other, a namesake rollout's included.
 	StepInfoName = "aicr-step"
 )
 
@@ -61,9 +62,11 @@ type Input struct {
 	PlanDigest string
 	// Release is the plan release.
 	Release *plan.Release
-	// StepID and StepStarted identify the step that writes (empty for a preview).
-	StepID      string
-	StepStarted time.Time
+	// StepID and StepStarted identify the step that writes (empty for a preview);
+	// StepRolloutUID is the UID of the step's rollout (empty for a repair).
+	StepID         string
+	StepStarted    time.Time
+	StepRolloutUID string
 	// SuspendEngine writes automated sync off.
 	SuspendEngine bool
 }
@@ -117,6 +120,9 @@ func Build(s Settings, in Input) (*argoapp.Application, error) {
 	if in.StepID != "" {
 		annotations[v1alpha1.AnnotationStep] = in.StepID
 		annotations[v1alpha1.AnnotationStepStarted] = in.StepStarted.UTC().Format(time.RFC3339)
+		if in.StepRolloutUID != "" {
+			annotations[v1alpha1.AnnotationStepRolloutUID] = in.StepRolloutUID
+		}
 	}
 	if r.ReadinessGate {
 		annotations[v1alpha1.AnnotationReadinessGate] = "true"
@@ -157,8 +163,8 @@ func Build(s Settings, in Input) (*argoapp.Application, error) {
 
 // SyncOperation is the explicit sync a readiness release gets in each of its steps: initiated by
 // aicr-operator, with the spec's sync options stated (an operation does not inherit them), and
-// the step ID in its info so readiness can recognise it.
-func SyncOperation(app *argoapp.Application, stepID string) *argoapp.Operation {
+// the step token (v1alpha1.StepToken) in its info so readiness can recognise it.
+func SyncOperation(app *argoapp.Application, token string) *argoapp.Operation {
 	return &argoapp.Operation{
 		Sync: &argoapp.SyncOperation{
 			Revision:     app.Spec.Source.TargetRevision,
@@ -167,7 +173,7 @@ func SyncOperation(app *argoapp.Application, stepID string) *argoapp.Operation {
 			SyncStrategy: &argoapp.SyncStrategy{Hook: &argoapp.SyncStrategyHook{}},
 		},
 		InitiatedBy: argoapp.OperationInitiator{Username: v1alpha1.FieldManager},
-		Info:        []*argoapp.Info{{Name: StepInfoName, Value: stepID}},
+		Info:        []*argoapp.Info{{Name: StepInfoName, Value: token}},
 		Retry:       *Retry(),
 	}
 }

@@ -56,6 +56,10 @@ type StepRef struct {
 	ID string `json:"id"`
 	// Started is when the step began (the planner's clock, RFC 3339).
 	Started time.Time `json:"started"`
+	// RolloutUID is the RuntimeRollout's UID; empty for a repair. The applier writes it into the
+	// Application's operator.aicr.run/step-rollout-uid annotation: it tells apart two rollouts
+	// of one name, which ID and Started (one-second precision) may not.
+	RolloutUID string `json:"rollout_uid,omitempty"`
 }
 
 // ApplyCommand asks the applier to write one release's Application from a stored plan. Build
@@ -247,6 +251,10 @@ type ReleaseVerdict struct {
 	Release string `json:"release"`
 	// StepID is the Application's operator.aicr.run/step annotation: the step judged.
 	StepID string `json:"step_id"`
+	// RolloutUID is the Application's operator.aicr.run/step-rollout-uid annotation: the UID
+	// of the rollout whose step was judged (empty for a repair, or an Application written
+	// before the annotation existed).
+	RolloutUID string `json:"rollout_uid,omitempty"`
 	// PlanDigest is the Application's plan-digest annotation.
 	PlanDigest string `json:"plan_digest"`
 	// Ready is true when every fence passed.

@@ -20,7 +20,15 @@ const (
 	testRuntimeUID = "6a3c1f8e-1111-4c2b-9d7e-000000000001"
 	testRepository = "registry.example.com/aicr"
 	testRollout    = "cluster-7f3a9c"
+	testRolloutUID = "9b1d0c2e-2222-4c2b-9d7e-000000000002"
+	// namesakeUID is the UID of a rollout of testRollout's name created again.
+	namesakeUID = "9b1d0c2e-3333-4c2b-9d7e-000000000003"
 )
+
+// stepToken is the v1alpha1.StepToken of step index of testRollout.
+func stepToken(index int32) string {
+	return v1alpha1.StepToken(fmt.Sprintf("%s/%d", testRollout, index), testRolloutUID)
+}
 
 // testBundle is a small GPU stack: gpu-operator depends on four releases; gpu-readiness is a
 // readiness gate.
@@ -91,7 +99,8 @@ var testStarted = time.Date(2026, 5, 14, 9, 30, 0, 0, time.UTC)
 
 // applyCmd builds the command of step index for release of plan p.
 func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.ApplyCommand)) *bus.ApplyCommand {
-	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted.Add(time.Duration(index) * time.Minute)}
+	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index),
+		Started: testStarted.Add(time.Duration(index) * time.Minute), RolloutUID: testRolloutUID}
 	cmd := bus.NewApplyCommand(testRuntime, testRuntimeUID, step, release, v1alpha1.ActionInstall, p.Digest(), false)
 	cmd.Header = bus.Header{Type: bus.TypeApplyCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {
@@ -101,7 +110,7 @@ func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.Apply
 }
 
 func removeCmd(release string, index int32, opts ...func(*bus.RemoveCommand)) *bus.RemoveCommand {
-	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted}
+	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted, RolloutUID: testRolloutUID}
 	cmd := bus.NewRemoveCommand(testRuntime, testRuntimeUID, step, release)
 	cmd.Header = bus.Header{Type: bus.TypeRemoveCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {

@@ -207,7 +207,7 @@ func TestIntegrationCreateUpdateNoop(t *testing.T) {
 		t.Errorf("no-op: outcome %s; want Refreshed", res.Outcome)
 	}
 	wantAnn := map[string]string{v1alpha1.AnnotationStep: testRollout + "/3", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
-		v1alpha1.AnnotationRefreshFor: testRollout + "/3", v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal}
+		v1alpha1.AnnotationRefreshFor: stepToken(3), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal}
 	if diff := cmp.Diff(wantAnn, annotations(app, v1alpha1.AnnotationStep, v1alpha1.AnnotationStepWrite, v1alpha1.AnnotationRefreshFor, v1alpha1.AnnotationArgoRefresh)); diff != "" {
 		t.Errorf("no-op annotations (-want +got):\n%s", diff)
 	}
@@ -298,7 +298,7 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 		t.Errorf("operationState kept: %+v; the sync patch clears it", app.Status.OperationState)
 	}
 	op := app.Operation
-	if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, testRollout+"/2") ||
+	if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, stepToken(2)) ||
 		!cmp.Equal(op.Sync.SyncOptions, appspec.SyncOptions()) || op.Sync.Revision != app.Spec.Source.TargetRevision {
 		t.Errorf("operation = %+v; want ours for step 2 with the spec's syncOptions", op)
 	}

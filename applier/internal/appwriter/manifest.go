@@ -90,11 +90,12 @@ func unmarkPatch(resourceVersion string) ([]byte, error) {
 }
 
 // refreshPatch is the JSON merge patch of the refresh handshake: Argo CD compares at once and
-// removes argocd.argoproj.io/refresh; refresh-for tells readiness which step asked.
-func refreshPatch(stepID string) ([]byte, error) {
+// removes argocd.argoproj.io/refresh; refresh-for tells readiness which step of which rollout
+// asked (a v1alpha1.StepToken).
+func refreshPatch(token string) ([]byte, error) {
 	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
-		v1alpha1.AnnotationRefreshFor:  stepID,
+		v1alpha1.AnnotationRefreshFor:  token,
 	}}})
 }
 
@@ -122,10 +123,11 @@ func encode(obj *appliedApplication) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// hasStepInfo reports whether an operation's info carries aicr-step=<stepID>.
-func hasStepInfo(info []*argoapp.Info, stepID string) bool {
+// hasStepInfo reports whether an operation's info carries aicr-step=<token> (a
+// v1alpha1.StepToken).
+func hasStepInfo(info []*argoapp.Info, token string) bool {
 	return slices.ContainsFunc(info, func(i *argoapp.Info) bool {
-		return i != nil && i.Name == appspec.StepInfoName && i.Value == stepID
+		return i != nil && i.Name == appspec.StepInfoName && i.Value == token
 	})
 }
 

@@ -188,7 +188,7 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	}
 	desired, err := appspec.Build(w.settings, appspec.Input{
 		Runtime: cmd.Runtime, RuntimeUID: cmd.RuntimeUID, PlanDigest: cmd.PlanDigest, Release: rel,
-		StepID: cmd.Step.ID, StepStarted: cmd.Step.Started, SuspendEngine: cmd.SuspendEngine,
+		StepID: cmd.Step.ID, StepStarted: cmd.Step.Started, StepRolloutUID: cmd.Step.RolloutUID, SuspendEngine: cmd.SuspendEngine,
 	})
 	if err != nil {
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
@@ -227,6 +227,8 @@ var errStale = errors.New("decided on a cached application")
 // in a conflict; a decision that writes nothing returns errStale when it was made on the cache.
 func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argoapp.Application, gate, cached bool) (*bus.ApplyResult, error) {
 	name, stepID := desired.Name, cmd.Step.ID
+	// token names this rollout's step where the step ID may also name a namesake rollout's.
+	token := v1alpha1.StepToken(stepID, cmd.Step.RolloutUID)
 	var live *argoapp.Application
 	fromCache := false
 	if cached {
@@ -274,7 +276,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		}
 		rv = live.ResourceVersion
 	}
-	stepWrite := stepWriteFor(live, desired, stepID)
+	stepWrite := stepWriteFor(live, desired)
 	body, err := manifest(desired, stepWrite, rv)
 	if err != nil {
 		return nil, dispatch.Terminal(err)
@@ -323,8 +325,8 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	outcome := bus.OutcomeWritten
 	if stepWrite == v1alpha1.StepWriteUnchanged {
 		outcome = bus.OutcomeRefreshed
-		if app.Annotations[v1alpha1.AnnotationRefreshFor] != stepID {
-			patch, err := refreshPatch(stepID)
+		if app.Annotations[v1alpha1.AnnotationRefreshFor] != token {
+			patch, err := refreshPatch(token)
 			if err != nil {
 				return nil, dispatch.Terminal(err)
 			}
@@ -336,7 +338,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	// Under suspendEngine the engine is asked to hold still: no explicit sync either. (One left
 	// running would also hold the resume write back, NotYet, past a later Remove of the release.)
 	if gate && !cmd.SuspendEngine {
-		if app, err = w.startSync(ctx, app, desired, stepID); err != nil {
+		if app, err = w.startSync(ctx, app, desired, token); err != nil {
 			return nil, err
 		}
 		outcome = bus.OutcomeSyncStarted
@@ -364,24 +366,24 @@ func (w *Writer) armed(ctx context.Context, live *argoapp.Application) (string, 
 	return fmt.Sprintf("and the annotation %s=%s, but rollout %s is not removing %s (set by hand, or its rollout ended)", v1alpha1.AnnotationDeleteRollout, marker, marker, live.Name), nil
 }
 
-// startSync starts the explicit sync of a readiness release for stepID, unless it was already
-// started for this step. Another operation set or running is waited for (NotYet).
-func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Application, stepID string) (*argoapp.Application, error) {
+// startSync starts the explicit sync of a readiness release for the step token (see
+// v1alpha1.StepToken), unless it was already started for this step of this rollout. Another operation set or running is waited for (NotYet).
+func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Application, token string) (*argoapp.Application, error) {
 	if op := app.Operation; op != nil {
-		if hasStepInfo(op.Info, stepID) {
+		if hasStepInfo(op.Info, token) {
 			return app, nil
 		}
 		return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, op.InitiatedBy.Describe())
 	}
 	if st := app.Status.OperationState; st != nil {
-		if hasStepInfo(st.Operation.Info, stepID) {
+		if hasStepInfo(st.Operation.Info, token) {
 			return app, nil
 		}
 		if !st.Phase.Completed() {
 			return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, st.Operation.InitiatedBy.Describe())
 		}
 	}
-	patch, err := syncPatch(app.ResourceVersion, appspec.SyncOperation(desired, stepID))
+	patch, err := syncPatch(app.ResourceVersion, appspec.SyncOperation(desired, token))
 	if err != nil {
 		return nil, dispatch.Terminal(err)
 	}
@@ -514,12 +516,13 @@ func (w *Writer) foreignMessage(app *argoapp.Application, why string) string {
 // stepWriteFor decides the step-write annotation: changed when the Application is new or its
 // source (values included), destination or ignoreDifferences differ from the desired ones. A
 // redelivery of the same step keeps what the first delivery decided, since its write already
-// made the spec equal.
-func stepWriteFor(live, desired *argoapp.Application, stepID string) string {
+// made the spec equal; the same step ID of a namesake rollout (another rollout UID) is another
+// step, and decides again.
+func stepWriteFor(live, desired *argoapp.Application) string {
 	if live == nil {
 		return v1alpha1.StepWriteChanged
 	}
-	if live.Annotations[v1alpha1.AnnotationStep] == stepID {
+	if v1alpha1.AnnotatedStepToken(live.Annotations) == v1alpha1.AnnotatedStepToken(desired.Annotations) {
 		switch prev := live.Annotations[v1alpha1.AnnotationStepWrite]; prev {
 		case v1alpha1.StepWriteChanged, v1alpha1.StepWriteUnchanged:
 			return prev

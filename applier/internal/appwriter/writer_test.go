@@ -132,7 +132,7 @@ const (
 )
 
 func TestApplyWrites(t *testing.T) {
-	stepKeys := []string{v1alpha1.AnnotationStep, v1alpha1.AnnotationStepWrite, v1alpha1.AnnotationRefreshFor, v1alpha1.AnnotationArgoRefresh}
+	stepKeys := []string{v1alpha1.AnnotationStep, v1alpha1.AnnotationStepRolloutUID, v1alpha1.AnnotationStepWrite, v1alpha1.AnnotationRefreshFor, v1alpha1.AnnotationArgoRefresh}
 	tests := map[string]struct {
 		// setup runs before the command; it returns the command to run.
 		setup           func(t *testing.T, h *harness) *bus.ApplyCommand
@@ -145,7 +145,7 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeWritten,
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
 			},
 		},
 		"a new step with the same spec is unchanged and asks Argo CD to refresh in a separate merge patch": {
@@ -156,8 +156,8 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeRefreshed,
 			wantWrites:  []string{applyVerb, mergeVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
-				v1alpha1.AnnotationRefreshFor: testRollout + "/2", v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(2), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 			},
 		},
 		"a redelivered unchanged command does not ask for a second refresh after Argo CD took the first": {
@@ -172,8 +172,8 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeRefreshed,
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
-				v1alpha1.AnnotationRefreshFor: testRollout + "/2",
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(2),
 			},
 		},
 		"a redelivered changed command keeps step-write changed although the spec now matches": {
@@ -186,7 +186,25 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeWritten,
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+			},
+		},
+		"the same step of a namesake rollout, started in the same second, asks for a refresh of its own": {
+			// A rollout deleted and created again under its name (a move undone and redone)
+			// has the same step IDs, and its step may start in the same second. The first
+			// rollout's refresh handshake, done, proves nothing about the second's step.
+			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
+				h.ownedApp(t, "gpu-operator", 1)
+				h.apply(t, applyCmd(h.plan, "gpu-operator", 2))
+				h.apps.update("gpu-operator", func(a *argoapp.Application) { delete(a.Annotations, v1alpha1.AnnotationArgoRefresh) })
+				h.apps.writes()
+				return applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Step.RolloutUID = namesakeUID })
+			},
+			wantOutcome: bus.OutcomeRefreshed,
+			wantWrites:  []string{applyVerb, mergeVerb},
+			wantAnnotations: map[string]string{
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: namesakeUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteUnchanged,
+				v1alpha1.AnnotationRefreshFor: v1alpha1.StepToken(testRollout+"/2", namesakeUID), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 			},
 		},
 		"new values are a changed write": {
@@ -200,7 +218,7 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeWritten,
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
 			},
 		},
 		"a changed destination is a changed write": {
@@ -212,7 +230,7 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeWritten,
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
 			},
 		},
 		"dropped ignoreDifferences are a changed write": {
@@ -224,7 +242,7 @@ func TestApplyWrites(t *testing.T) {
 			wantOutcome: bus.OutcomeWritten,
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
-				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
 			},
 		},
 	}
@@ -576,7 +594,6 @@ func TestApplyTakesTheDeleteRolloutMarkerBack(t *testing.T) {
 
 func TestApplyReadinessReleaseSync(t *testing.T) {
 	const gate = "gpu-readiness"
-	stepID := func(i int32) string { return testRollout + "/" + string(rune('0'+i)) }
 	running := func(by argoapp.OperationInitiator, info ...*argoapp.Info) func(*argoapp.Application) {
 		return func(a *argoapp.Application) {
 			a.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationRunning,
@@ -596,7 +613,7 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 		"a finished operation of an earlier step does not stop the sync": {
 			argo: func(a *argoapp.Application) {
 				a.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationSucceeded,
-					Operation: argoapp.Operation{Info: []*argoapp.Info{{Name: appspec.StepInfoName, Value: stepID(1)}}}}
+					Operation: argoapp.Operation{Info: []*argoapp.Info{{Name: appspec.StepInfoName, Value: stepToken(1)}}}}
 			},
 			wantOutcome: bus.OutcomeSyncStarted, wantSync: true,
 		},
@@ -611,14 +628,22 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 			wantNotYet: true,
 		},
 		"our sync of this step, already running, is not started twice": {
-			argo:        running(argoapp.OperationInitiator{Username: v1alpha1.FieldManager}, &argoapp.Info{Name: appspec.StepInfoName, Value: stepID(2)}),
+			argo:        running(argoapp.OperationInitiator{Username: v1alpha1.FieldManager}, &argoapp.Info{Name: appspec.StepInfoName, Value: stepToken(2)}),
 			wantOutcome: bus.OutcomeSyncStarted,
 		},
 		"our sync of this step, still pending in .operation, is not started twice": {
 			argo: func(a *argoapp.Application) {
-				a.Operation = appspec.SyncOperation(a, stepID(2))
+				a.Operation = appspec.SyncOperation(a, stepToken(2))
 			},
 			wantOutcome: bus.OutcomeSyncStarted,
+		},
+		"a finished sync of the same step of a namesake rollout does not stand for this one's": {
+			argo: func(a *argoapp.Application) {
+				a.Status.OperationState = &argoapp.OperationState{Phase: argoapp.OperationSucceeded,
+					Operation: argoapp.Operation{InitiatedBy: argoapp.OperationInitiator{Username: v1alpha1.FieldManager},
+						Info: []*argoapp.Info{{Name: appspec.StepInfoName, Value: v1alpha1.StepToken(testRollout+"/2", namesakeUID)}}}}
+			},
+			wantOutcome: bus.OutcomeSyncStarted, wantSync: true,
 		},
 	}
 	for name, tc := range tests {
@@ -687,8 +712,8 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 			if op == nil || op.Sync == nil {
 				t.Fatalf("no sync operation on the Application")
 			}
-			if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, stepID(2)) {
-				t.Errorf("operation initiatedBy %+v info %v; want %s and %s=%s", op.InitiatedBy, op.Info, v1alpha1.FieldManager, appspec.StepInfoName, stepID(2))
+			if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, stepToken(2)) {
+				t.Errorf("operation initiatedBy %+v info %v; want %s and %s=%s", op.InitiatedBy, op.Info, v1alpha1.FieldManager, appspec.StepInfoName, stepToken(2))
 			}
 			if diff := cmp.Diff(appspec.SyncOptions(), op.Sync.SyncOptions); diff != "" {
 				t.Errorf("operation syncOptions (-want +got):\n%s", diff)

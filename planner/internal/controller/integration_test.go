@@ -150,6 +150,11 @@ func (h *harness) next(wait time.Duration) *command {
 				_ = json.Unmarshal(msg.Data(), c.remove)
 				c.release, c.step, c.action = c.remove.Release, c.remove.Step, v1alpha1.ActionRemove
 			}
+			if c.step.Rollout != "" && c.step.RolloutUID == "" {
+				// Readiness echoes it on its verdicts (below), and a verdict naming the wrong
+				// rollout object is ignored: without it a namesake rollout's verdict counts.
+				h.t.Errorf("command %s of rollout %s names no rollout UID", c.msgID, c.step.Rollout)
+			}
 			h.seen[c.msgID]++
 			h.order = append(h.order, fmt.Sprintf("%s(%s)", c.release, c.action))
 			return c
@@ -182,7 +187,7 @@ func (h *harness) answer(c *command) {
 	if c.remove != nil {
 		return
 	}
-	v := &bus.ReleaseVerdict{Runtime: h.name, Release: c.release, StepID: c.step.ID, PlanDigest: c.apply.PlanDigest, Ready: true,
+	v := &bus.ReleaseVerdict{Runtime: h.name, Release: c.release, StepID: c.step.ID, RolloutUID: c.step.RolloutUID, PlanDigest: c.apply.PlanDigest, Ready: true,
 		Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FencePassed}}}
 	if err := h.pub.Publish(ctx, bus.VerdictSubject(h.name, c.release), c.step.ID+"/ready", v); err != nil {
 		h.t.Fatal(err)

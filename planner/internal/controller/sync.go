@@ -748,7 +748,7 @@ func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntim
 	if s.StartedAt != nil {
 		started = s.StartedAt.UTC()
 	}
-	ref := bus.StepRef{Rollout: r.Name, Index: s.Index, ID: stepID, Started: started}
+	ref := bus.StepRef{Rollout: r.Name, Index: s.Index, ID: stepID, Started: started, RolloutUID: string(r.UID)}
 	if s.Action == v1alpha1.ActionRemove {
 		return c.publishOnce(ctx, bus.RemoveSubject(rt.Name, s.Release), id,
 			bus.NewRemoveCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release))

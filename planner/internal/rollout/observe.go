@@ -13,10 +13,13 @@ import (
 )
 
 // target returns the step a message names by step ID, when it belongs to this rollout, names
-// the same release and is in flight.
-func target(r *v1alpha1.RuntimeRollout, stepID, release string) *v1alpha1.Step {
+// the same release and is in flight. A message that names its rollout's UID (rolloutUID; empty
+// from a component older than the field) must name this rollout object: a namesake rollout,
+// deleted and created again, has the same step IDs, and its verdicts and results say nothing
+// about this one's steps.
+func target(r *v1alpha1.RuntimeRollout, stepID, rolloutUID, release string) *v1alpha1.Step {
 	name, index, ok := ParseStepID(stepID)
-	if !ok || name != r.Name || Terminal(r.Status.Phase) {
+	if !ok || name != r.Name || Terminal(r.Status.Phase) || (rolloutUID != "" && rolloutUID != string(r.UID)) {
 		return nil
 	}
 	s := step(r, index)
@@ -33,7 +36,7 @@ func target(r *v1alpha1.RuntimeRollout, stepID, release string) *v1alpha1.Step {
 // undone). A verdict for another step, a finished step or a Remove step changes nothing. It
 // reports whether the status changed.
 func ObserveVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict, now time.Time) bool {
-	s := target(r, v.StepID, v.Release)
+	s := target(r, v.StepID, v.RolloutUID, v.Release)
 	if s == nil || s.Action == v1alpha1.ActionRemove {
 		return false
 	}
@@ -97,7 +100,7 @@ func Newer(a, b string) bool {
 // AwaitsVerdict reports whether a step of the rollout in flight waits for this verdict: it
 // names the step, the release, and a forward step in flight.
 func AwaitsVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
-	s := target(r, v.StepID, v.Release)
+	s := target(r, v.StepID, v.RolloutUID, v.Release)
 	return s != nil && s.Action != v1alpha1.ActionRemove
 }
 
@@ -105,7 +108,7 @@ func AwaitsVerdict(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
 // recorded verdict and message of a step in flight: a not-ready verdict. It is a progress
 // note (see NoteOnly); only a ready verdict decides something.
 func VerdictNoteOnly(r *v1alpha1.RuntimeRollout, v *bus.ReleaseVerdict) bool {
-	return !v.Ready && target(r, v.StepID, v.Release) != nil
+	return !v.Ready && target(r, v.StepID, v.RolloutUID, v.Release) != nil
 }
 
 func sameStep(a, b *v1alpha1.Step) bool {
@@ -133,7 +136,7 @@ func sameStep(a, b *v1alpha1.Step) bool {
 //
 // It reports whether the status changed.
 func ObserveResult(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationDisabled bool, now time.Time) bool {
-	s := target(r, res.Step.ID, res.Release)
+	s := target(r, res.Step.ID, res.Step.RolloutUID, res.Release)
 	if s == nil {
 		return false
 	}
@@ -200,7 +203,7 @@ func NoteOnly(r *v1alpha1.RuntimeRollout, res *bus.ApplyResult, validationDisabl
 	default:
 		return false
 	}
-	s := target(r, res.Step.ID, res.Release)
+	s := target(r, res.Step.ID, res.Step.RolloutUID, res.Release)
 	return s != nil && !validationDisabled && s.Action != v1alpha1.ActionRemove && s.State == v1alpha1.StepInProgress
 }
 

@@ -359,6 +359,33 @@ func TestVerdictForAnotherStepIsIgnored(t *testing.T) {
 	}
 }
 
+// A rollout deleted and created again under its name has the same step IDs: a verdict or a
+// result that names the first rollout object's UID says nothing about the second's steps, and
+// one naming no UID (from a component older than the field) is taken by step ID as before.
+func TestMessagesOfANamesakeRolloutAreIgnored(t *testing.T) {
+	r := newRollout(t, nil, mkPlan(t, comp{name: "a"}), plan.StepOptions{})
+	r.UID = "rollout-uid-b"
+	Advance(r, env(t0))
+	namesake := ready(r, 1)
+	namesake.RolloutUID = "rollout-uid-a"
+	if AwaitsVerdict(r, namesake) || VerdictNoteOnly(r, &bus.ReleaseVerdict{Release: namesake.Release, StepID: namesake.StepID, RolloutUID: "rollout-uid-a"}) {
+		t.Errorf("the rollout waits for its namesake's verdict")
+	}
+	if ObserveVerdict(r, namesake, t0) {
+		t.Fatalf("the namesake's ready verdict changed the status: step %+v", Step(r, 1))
+	}
+	failed := result(r, 1, bus.OutcomeFailed)
+	failed.Step.RolloutUID = "rollout-uid-a"
+	if ObserveResult(r, failed, false, t0) {
+		t.Fatalf("the namesake's failed result changed the status: step %+v", Step(r, 1))
+	}
+	own := ready(r, 1)
+	own.RolloutUID = "rollout-uid-b"
+	if !ObserveVerdict(r, own, t0) || Step(r, 1).State != v1alpha1.StepSucceeded {
+		t.Fatalf("the rollout's own ready verdict: step %+v, want Succeeded", Step(r, 1))
+	}
+}
+
 func TestHoldsStopNewSteps(t *testing.T) {
 	expiry := t0.Add(10 * time.Minute)
 	tests := map[string]func(e *Env){

@@ -48,6 +48,7 @@ var annotationsFromLive = map[string]bool{
 	v1alpha1.AnnotationPlanDigest:      true,
 	v1alpha1.AnnotationStep:            true,
 	v1alpha1.AnnotationStepStarted:     true,
+	v1alpha1.AnnotationStepRolloutUID:  true,
 	v1alpha1.AnnotationEngineSuspended: true,
 }
 

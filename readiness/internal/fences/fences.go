@@ -68,6 +68,7 @@ func (v Verdict) Summary() string {
 // step is what the annotations say about the step that last wrote the Application.
 type step struct {
 	id         string
+	token      string // v1alpha1.StepToken: refresh-for and our sync's info carry it
 	write      string
 	refreshFor string
 	refreshing bool
@@ -79,6 +80,7 @@ func stepOf(app *argoapp.Application) step {
 	_, refreshing := a[v1alpha1.AnnotationArgoRefresh]
 	return step{
 		id:         a[v1alpha1.AnnotationStep],
+		token:      v1alpha1.AnnotatedStepToken(a),
 		write:      a[v1alpha1.AnnotationStepWrite],
 		refreshFor: a[v1alpha1.AnnotationRefreshFor],
 		refreshing: refreshing,
@@ -280,7 +282,7 @@ func syncedAfterStep(app *argoapp.Application, st step, trusted bool) v1alpha1.F
 		// The step changed nothing, so no sync need follow: the sync that put the cluster at
 		// this spec may predate the step. The refresh handshake proves Argo CD compared again
 		// after the step began.
-		if st.refreshFor != st.id {
+		if st.refreshFor != st.token {
 			was := st.refreshFor
 			if was == "" {
 				was = "absent"
@@ -420,13 +422,13 @@ func gateSynced(app *argoapp.Application, st step) v1alpha1.Fence {
 	}
 	os := app.Status.OperationState
 	running := os != nil && os.Phase == argoapp.OperationRunning
-	if op := app.Operation; op != nil && !(running && ours(os.Operation, st.id)) {
-		if ours(*op, st.id) {
+	if op := app.Operation; op != nil && !(running && ours(os.Operation, st.token)) {
+		if ours(*op, st.token) {
 			return open(name, fmt.Sprintf("the sync operation of step %s is requested; Argo CD has not started it", st.id))
 		}
 		return open(name, fmt.Sprintf("another operation (initiated by %s) is requested; the applier starts the sync of step %s once it ends", op.InitiatedBy.Describe(), st.id))
 	}
-	if os == nil || !ours(os.Operation, st.id) {
+	if os == nil || !ours(os.Operation, st.token) {
 		last := "none"
 		if os != nil {
 			last = fmt.Sprintf("initiated by %s%s, %s", os.Operation.InitiatedBy.Describe(), stepInfo(os.Operation), os.Phase)
@@ -447,13 +449,13 @@ func gateSynced(app *argoapp.Application, st step) v1alpha1.Fence {
 	return open(name, fmt.Sprintf("the sync operation of step %s is %s", st.id, os.Phase))
 }
 
-// ours reports whether op is the explicit sync aicr-operator started for step.
-func ours(op argoapp.Operation, stepID string) bool {
+// ours reports whether op is the explicit sync aicr-operator started for the step token.
+func ours(op argoapp.Operation, token string) bool {
 	if op.InitiatedBy.Username != v1alpha1.FieldManager {
 		return false
 	}
 	for _, i := range op.Info {
-		if i != nil && i.Name == appspec.StepInfoName && i.Value == stepID {
+		if i != nil && i.Name == appspec.StepInfoName && i.Value == token {
 			return true
 		}
 	}

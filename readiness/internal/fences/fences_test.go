@@ -393,6 +393,18 @@ func TestEvaluate(t *testing.T) {
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
 			fence: v1alpha1.FenceSyncedAfterStep, says: "refresh-for is " + oldStep,
 		},
+		"unchanged step of a rollout whose namesake did the refresh handshake waits for its own": {
+			// A rollout of the same name created again writes the same step ID; the UID on the
+			// Application is the new rollout's, the handshake the old one's (step ID alone).
+			app:   readyApp(unchanged, refreshedStep, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b")),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "refresh-for is " + testStep,
+		},
+		"unchanged step whose own rollout did the refresh handshake is ready": {
+			app: readyApp(unchanged, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b"),
+				withAnnotation(v1alpha1.AnnotationRefreshFor, v1alpha1.StepToken(testStep, "rollout-uid-b"))),
+			want: all(P, nil),
+		},
 		"no step annotation: nothing to judge the sync against": {
 			app:  readyApp(withoutAnnotation(v1alpha1.AnnotationStep)),
 			want: all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
@@ -445,6 +457,16 @@ func TestEvaluate(t *testing.T) {
 			app:   readyApp(gate, ourOperation(oldStep)),
 			want:  all(P, states{v1alpha1.FenceGateSynced: O}),
 			fence: v1alpha1.FenceGateSynced, says: "for step " + oldStep,
+		},
+		"readiness release whose succeeded operation is a namesake rollout's same step waits": {
+			app: readyApp(gate, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b"),
+				ourOperation(v1alpha1.StepToken(testStep, "rollout-uid-a"))),
+			want:  all(P, states{v1alpha1.FenceGateSynced: O}),
+			fence: v1alpha1.FenceGateSynced, says: "for step " + v1alpha1.StepToken(testStep, "rollout-uid-a"),
+		},
+		"readiness release whose succeeded operation is its own rollout's step is ready": {
+			app:  readyApp(gate, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b"), ourOperation(v1alpha1.StepToken(testStep, "rollout-uid-b"))),
+			want: all(P, states{v1alpha1.FenceGateSynced: P}),
 		},
 		"readiness release with our operation requested and not started": {
 			app:   readyApp(gate, operationRequested(aicrOperator, ourInfo)),

@@ -298,6 +298,7 @@ func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, 
 		Runtime:    app.Labels[v1alpha1.LabelRuntime],
 		Release:    app.Name,
 		StepID:     stepID,
+		RolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID],
 		PlanDigest: app.Annotations[v1alpha1.AnnotationPlanDigest],
 		Ready:      v.Ready,
 		Failed:     v.Failed,
@@ -329,11 +330,13 @@ func verdictContent(v fences.Verdict) string {
 }
 
 // verdictKey is what makes a verdict news: its content for the step that last wrote the
-// Application, the step ID and its start. A step written again with the same spec (a rollout
-// of the same name created again, as when a move is undone and redone within seconds) leaves
-// the content as it was, ready; the step's rollout still waits for a verdict of its own.
+// Application, the step (ID and rollout UID: v1alpha1.StepToken) and its start. A step written
+// again with the same spec (a rollout of the same name created again, as when a move is undone
+// and redone within seconds) leaves the content as it was, ready; the step's rollout still
+// waits for a verdict of its own. The start alone cannot tell two rollouts apart whose steps
+// began in the same second; their UIDs can.
 func verdictKey(app *argoapp.Application, content string) string {
-	return content + "\x00" + app.Annotations[v1alpha1.AnnotationStep] + "\x00" + app.Annotations[v1alpha1.AnnotationStepStarted]
+	return content + "\x00" + v1alpha1.AnnotatedStepToken(app.Annotations) + "\x00" + app.Annotations[v1alpha1.AnnotationStepStarted]
 }
 
 // VerdictID is the message ID of a verdict: the release and step, and a hash of the verdict's
@@ -439,12 +442,13 @@ func (w *Watcher) plan(ctx context.Context, app *argoapp.Application) (fences.Pl
 	// Automated sync off is reported (AutoSyncDisabled); the planner, which reads the runtime's
 	// spec.suspendEngine, decides whether that is drift.
 	want, err := appspec.Build(w.Settings, appspec.Input{
-		Runtime:     app.Labels[v1alpha1.LabelRuntime],
-		RuntimeUID:  app.Annotations[v1alpha1.AnnotationRuntimeUID],
-		PlanDigest:  digest,
-		Release:     r,
-		StepID:      app.Annotations[v1alpha1.AnnotationStep],
-		StepStarted: started,
+		Runtime:        app.Labels[v1alpha1.LabelRuntime],
+		RuntimeUID:     app.Annotations[v1alpha1.AnnotationRuntimeUID],
+		PlanDigest:     digest,
+		Release:        r,
+		StepID:         app.Annotations[v1alpha1.AnnotationStep],
+		StepStarted:    started,
+		StepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID],
 	})
 	if err != nil {
 		pl.Missing = fmt.Sprintf("release %s of plan %s does not render: %v", app.Name, digest, err)

@@ -575,6 +575,38 @@ func TestWatcherRestartGivesAStepStartedAgainANewID(t *testing.T) {
 	}
 }
 
+// Two rollouts of one name whose steps start in the same second (a move undone and redone
+// quickly) write the same step ID and the same start: only the rollout UID tells the second
+// write from the first. Its verdict is news, carries the new UID, and has an ID of its own,
+// for a running watcher and for a restarted one alike. (Without it, e2e/lifecycle's rollout
+// waited forever for a verdict readiness had already published for its namesake.)
+func TestWatcherPublishesAVerdictForANamesakeRolloutStartedInTheSameSecond(t *testing.T) {
+	p, _ := testPlan(t)
+	app := written(t, p, "r-1/1")
+	app.Annotations[v1alpha1.AnnotationStepRolloutUID] = "rollout-uid-a"
+	argo, rec, _ := startWatcher(t, app.DeepCopy())
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	namesake := app.DeepCopy()
+	namesake.ResourceVersion = "2"
+	namesake.Annotations[v1alpha1.AnnotationStepRolloutUID] = "rollout-uid-b"
+	if _, err := argo.Update(context.Background(), namesake, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "the namesake's verdict", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	vs := verdicts(s)
+	if vs[0].RolloutUID != "rollout-uid-a" || vs[1].RolloutUID != "rollout-uid-b" || !vs[1].Ready {
+		t.Fatalf("verdicts for rollouts %q then %q (ready %v), want rollout-uid-a then rollout-uid-b, ready", vs[0].RolloutUID, vs[1].RolloutUID, vs[1].Ready)
+	}
+	if s[0].id == s[1].id {
+		t.Fatalf("both verdicts have message ID %s: JetStream would drop the namesake's", s[0].id)
+	}
+	_, restarted, _ := startWatcher(t, namesake)
+	r := restarted.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	if r[0].id == s[0].id {
+		t.Fatalf("a restarted watcher publishes the namesake's verdict under the first rollout's ID %s", s[0].id)
+	}
+}
+
 // A verdict that returns to an earlier one after a change no hashed time marks (an error
 // condition that comes and goes, as Argo CD's controller reports right after it starts) is
 // published again under a new ID: JetStream would drop a repeat of the first.

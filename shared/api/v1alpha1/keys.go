@@ -74,6 +74,11 @@ const (
 	AnnotationStep = "operator.aicr.run/step"
 	// AnnotationStepStarted is when that step began (RFC 3339, seconds).
 	AnnotationStepStarted = "operator.aicr.run/step-started"
+	// AnnotationStepRolloutUID is the UID of the RuntimeRollout whose step last wrote the
+	// Application (absent for a repair). A step ID names the rollout by name and its start has
+	// one-second precision, so neither tells apart two rollouts of the same name created within
+	// a second (a move undone and redone); the UID does, and readiness's verdict carries it.
+	AnnotationStepRolloutUID = "operator.aicr.run/step-rollout-uid"
 	// AnnotationStepWrite says what the step's write did to the spec: StepWriteChanged or
 	// StepWriteUnchanged. With StepWriteUnchanged, readiness waits for the refresh handshake.
 	AnnotationStepWrite = "operator.aicr.run/step-write"
@@ -97,3 +102,21 @@ const (
 	StepWriteChanged   = "changed"
 	StepWriteUnchanged = "unchanged"
 )
+
+// StepToken is what names one step of one rollout object where the step ID alone may not: the
+// value of AnnotationRefreshFor and of the aicr-step info of an explicit sync. It is
+// "<stepID>@<rolloutUID>", or the step ID alone for a repair (no rollout UID). Two rollouts of
+// the same name have the same step IDs; a refresh or sync one of them asked for proves nothing
+// about the other's step.
+func StepToken(stepID, rolloutUID string) string {
+	if rolloutUID == "" {
+		return stepID
+	}
+	return stepID + "@" + rolloutUID
+}
+
+// AnnotatedStepToken is the StepToken of the step that last wrote an Application, from its
+// AnnotationStep and AnnotationStepRolloutUID annotations.
+func AnnotatedStepToken(annotations map[string]string) string {
+	return StepToken(annotations[AnnotationStep], annotations[AnnotationStepRolloutUID])
+}
