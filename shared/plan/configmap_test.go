@@ -133,3 +133,33 @@ func TestDecodeWithoutDigest(t *testing.T) {
 		t.Errorf("Digest() = %s, want %s", d.Digest(), vectorDigest)
 	}
 }
+
+// A sealed plan keeps its values only as canonical JSON: the decoded maps, about seven times the
+// JSON's size, would otherwise stay in every plan cache. Each release's ValuesJSON is its span
+// of the canonical form, and a plan composed of sealed releases encodes them as they were.
+func TestASealedPlanKeepsValuesOnlyAsCanonicalJSON(t *testing.T) {
+	p := mustResolve(t, mustParse(t, readTestdata(t, "vector-bundle.yaml")), vectorInputs())
+	read, err := Decode(p.Canonical(), p.Digest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sealed := range []*Plan{p, read} {
+		for i, r := range sealed.Releases {
+			if r.Values != nil {
+				t.Errorf("release %s of a sealed plan keeps its decoded values", r.Name)
+			}
+			got, err := r.ValuesJSON()
+			s := sealed.valueSpans[i]
+			if err != nil || !bytes.Equal(got, sealed.Canonical()[s[0]:s[1]]) {
+				t.Errorf("ValuesJSON of %s = %s, %v; want its span of the canonical form", r.Name, got, err)
+			}
+		}
+	}
+	composed, err := Compose(read.Bundle, read.Releases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(composed.Canonical(), p.Canonical()) || composed.Digest() != p.Digest() {
+		t.Errorf("a plan composed of a decoded plan's releases encodes differently:\n%s\nwant\n%s", composed.Canonical(), p.Canonical())
+	}
+}

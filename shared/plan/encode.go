@@ -61,10 +61,15 @@ func (p *Plan) appendCanonical(dst []byte) ([]byte, [][2]int, error) {
 		dst = append(dst, `,"values":`...)
 		start := len(dst)
 		var err error
-		if r.Values == nil {
+		switch {
+		case r.Values == nil && r.values != nil:
+			dst = append(dst, r.values...) // a release of a sealed plan (Compose)
+		case r.Values == nil:
 			dst = append(dst, "null"...)
-		} else if dst, err = e.appendObject(dst, r.Values); err != nil {
-			return nil, nil, fmt.Errorf("values of %s: %w", r.Name, err)
+		default:
+			if dst, err = e.appendObject(dst, r.Values); err != nil {
+				return nil, nil, fmt.Errorf("values of %s: %w", r.Name, err)
+			}
 		}
 		spans[i] = [2]int{start, len(dst)}
 		dst = append(dst, '}')

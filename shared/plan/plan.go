@@ -55,8 +55,16 @@ type Release struct {
 	DependsOn []string `json:"dependsOn,omitempty"`
 	// ReadinessGate marks a readiness release.
 	ReadinessGate bool `json:"readinessGate,omitempty"`
-	// Values are the final Helm values: bundle values, then placement, then overrides.
+	// Values are the final Helm values: bundle values, then placement, then overrides, while
+	// the plan is built. A sealed plan (from Resolve, Decode or Compose) keeps them only as
+	// canonical JSON and Values is nil: read them with ValuesJSON. Decoded, a chart's values
+	// take about seven times their JSON's size, and every service keeps plans in a cache
+	// (a GPU-stack plan of 40 releases: 3.8 MB decoded, 0.5 MB as JSON).
 	Values map[string]any `json:"values"`
+
+	// values is the canonical JSON of Values once the plan is sealed: a slice of the plan's
+	// canonical form, never modified.
+	values []byte
 }
 
 // Inputs are the runtime's contributions to a plan.
@@ -388,6 +396,10 @@ func (p *Plan) seal(sizeHint int) error {
 		return fmt.Errorf("encode plan: %w", err)
 	}
 	p.canonical, p.valueSpans = canonical, spans
+	for i := range p.Releases {
+		s := spans[i]
+		p.Releases[i].values, p.Releases[i].Values = canonical[s[0]:s[1]:s[1]], nil
+	}
 	sum := sha256.Sum256(p.canonical)
 	p.digest = "sha256:" + hex.EncodeToString(sum[:])
 	return nil
@@ -440,8 +452,23 @@ func Decode(data []byte, want string) (*Plan, error) {
 	return &p, nil
 }
 
-// ValuesJSON returns the release's final values as JSON (keys sorted).
+// Equal reports whether two releases are the same: every field, and the same values (as
+// canonical JSON, sealed or not). go-cmp uses it.
+func (r Release) Equal(o Release) bool {
+	if r.Name != o.Name || r.Namespace != o.Namespace || r.Chart != o.Chart || !sameGraph(&r, &o) {
+		return false
+	}
+	a, errA := r.ValuesJSON()
+	b, errB := o.ValuesJSON()
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// ValuesJSON returns the release's final values as JSON (keys sorted). For a release of a
+// sealed plan it is the plan's canonical bytes: do not modify them.
 func (r *Release) ValuesJSON() ([]byte, error) {
+	if r.values != nil {
+		return r.values, nil
+	}
 	if r.Values == nil {
 		return []byte("null"), nil
 	}

@@ -3,6 +3,7 @@ package plantest_test
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -122,4 +123,37 @@ func BenchmarkParseBundle(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDecodedPlanRetained decodes a GPU-stack plan of 40 releases (about 0.5 MiB of
+// canonical JSON, the most a plan ConfigMap holds is 900 KiB) as the services' plan caches do,
+// and reports the heap each decoded plan keeps alive after a collection (retained-KiB/plan): what
+// a cache of 64 plans (readiness's) costs, per plan.
+func BenchmarkDecodedPlanRetained(b *testing.B) {
+	p, err := plan.Resolve(plantest.GPUStackBundle(40, 10), plan.Inputs{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := append([]byte(nil), p.Canonical()...)
+	const kept = 16
+	var retained float64
+	for b.Loop() {
+		plans := make([]*plan.Plan, 0, kept)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range kept {
+			q, err := plan.Decode(data, p.Digest())
+			if err != nil {
+				b.Fatal(err)
+			}
+			plans = append(plans, q)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		retained += float64(after.HeapAlloc-before.HeapAlloc) / kept
+		runtime.KeepAlive(plans)
+	}
+	b.ReportMetric(retained/float64(b.N)/1024, "retained-KiB/plan")
+	b.ReportMetric(float64(len(data))/1024, "canonical-KiB/plan")
 }
