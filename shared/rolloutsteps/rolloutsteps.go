@@ -24,8 +24,12 @@ import (
 
 // BatchSize is how many finished steps the status holds at most before they are moved into a
 // batch ConfigMap. It bounds the rollout's size: at most BatchSize-1 finished steps, plus the
-// steps in flight, blocked, awaiting approval or failed.
-const BatchSize = 32
+// steps in flight, blocked, awaiting approval or failed. Every status write carries up to
+// BatchSize-1 finished steps, and every BatchSize-th step adds a ConfigMap create: at 32 the
+// 30-release rollout of make bench wrote a status of 10 KiB on average and took 630 ms of the
+// operator's time; at 8, 4 KiB and 496 ms (step advance p99 45 against 35 ms). At 4 the
+// creates cost what the smaller status saves.
+const BatchSize = 8
 
 // Getter reads a ConfigMap.
 type Getter func(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
