@@ -59,6 +59,11 @@ var reps = flag.Int("bench.reps", benchstat.MinReps, "repetitions of each figure
 
 var readinessOnly = flag.String("bench.readiness", "", "run only BenchmarkReadiness10000's variant whose label starts with this (small, GPU)")
 
+// readinessMemLimit is GOMEMLIMIT for BenchmarkReadiness10000's readiness processes only (the API
+// servers, etcd and the benchmark run without): what the binary sets itself in a container with a
+// memory limit (nine tenths of it), such as 460MiB for the chart's 512Mi.
+var readinessMemLimit = flag.String("bench.readiness-gomemlimit", "", "GOMEMLIMIT of the readiness processes BenchmarkReadiness10000 starts (as in a container with a memory limit); empty: none")
+
 var (
 	h       *harness
 	argo    *fakeArgoCD
@@ -510,6 +515,9 @@ func BenchmarkReadiness10000(b *testing.B) {
 			if v.ownAPIServer {
 				where = ", an API server without watch cache"
 			}
+			if *readinessMemLimit != "" {
+				where += ", GOMEMLIMIT=" + *readinessMemLimit
+			}
 			results.add(fmt.Sprintf("Readiness RSS watching 10 000 Applications, %s (%.1f KiB a release%s), idle after judging all", v.label, size/1024, where),
 				fmt.Sprintf("%s; anonymous %s, file-backed code %s; peak %s", rss.Format("%.0f", "MiB"), s.Get("anon").Format("%.0f", ""), s.Get("file").Format("%.0f", ""), s.Get("hwm").Format("%.0f", "MiB")),
 				"≤ 250 MiB", rss.Verdict(func(m float64) bool { return m <= 250 }))
@@ -544,7 +552,11 @@ func judgeAll(ctx context.Context, rt, name string) (judged, error) {
 	}
 	defer sub.Unsubscribe()
 	start := time.Now()
-	p, err := h.start(ctx, name, "readiness")
+	var env []string
+	if *readinessMemLimit != "" {
+		env = append(env, "GOMEMLIMIT="+*readinessMemLimit)
+	}
+	p, err := h.startWith(ctx, name, "readiness", env...)
 	if err != nil {
 		return judged{}, err
 	}

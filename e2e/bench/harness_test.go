@@ -230,6 +230,11 @@ func (h *harness) flags(binary string, healthPort, metricsPort int) ([]string, e
 // start starts binary from the bin folder under name (several appliers run at once) and waits
 // until its /readyz answers 200.
 func (h *harness) start(ctx context.Context, name, binary string) (*proc, error) {
+	return h.startWith(ctx, name, binary)
+}
+
+// startWith is start with env (KEY=value) added to the binary's environment.
+func (h *harness) startWith(ctx context.Context, name, binary string, env ...string) (*proc, error) {
 	ports := make([]int, 2)
 	for i := range ports {
 		p, err := testenv.FreePort()
@@ -249,7 +254,7 @@ func (h *harness) start(ctx context.Context, name, binary string) (*proc, error)
 	}
 	cmd := exec.Command(filepath.Join(h.binDir, binary), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "POD_NAME="+name)
+	cmd.Env = append(append(os.Environ(), "POD_NAME="+name), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -84,6 +85,12 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		return nil, err
 	}
 	b := &Base{Name: name, Log: log, opts: o, Registry: prometheus.NewRegistry()}
+	switch ml, err := applyMemoryLimit(); {
+	case err != nil:
+		log.Warn().Err(err).Msg("no soft memory limit set")
+	case ml.Bytes > 0 && ml.Bytes != math.MaxInt64:
+		log.Info().Int64("bytes", ml.Bytes).Str("source", ml.Source).Msg("soft memory limit")
+	}
 	b.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b.Metrics = prometheus.WrapRegistererWithPrefix(MetricsPrefix, b.Registry)
 	b.Bus = dispatch.NewMetrics(b.Metrics, name)
