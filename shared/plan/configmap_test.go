@@ -144,12 +144,16 @@ func TestASealedPlanKeepsValuesOnlyAsCanonicalJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sealed := range []*Plan{p, read} {
+		_, spans, err := sealed.appendCanonical(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i, r := range sealed.Releases {
 			if r.Values != nil {
 				t.Errorf("release %s of a sealed plan keeps its decoded values", r.Name)
 			}
 			got, err := r.ValuesJSON()
-			s := sealed.valueSpans[i]
+			s := spans[i]
 			if err != nil || !bytes.Equal(got, sealed.Canonical()[s[0]:s[1]]) {
 				t.Errorf("ValuesJSON of %s = %s, %v; want its span of the canonical form", r.Name, got, err)
 			}

@@ -39,8 +39,6 @@ type Plan struct {
 	canonical []byte
 	digest    string
 	byName    map[string]int
-	// valueSpans are the offsets of each release's values in canonical.
-	valueSpans [][2]int
 }
 
 // Release is one component with its final values.
@@ -395,7 +393,7 @@ func (p *Plan) seal(sizeHint int) error {
 	if err != nil {
 		return fmt.Errorf("encode plan: %w", err)
 	}
-	p.canonical, p.valueSpans = canonical, spans
+	p.canonical = canonical
 	for i := range p.Releases {
 		s := spans[i]
 		p.Releases[i].values, p.Releases[i].Values = canonical[s[0]:s[1]:s[1]], nil
@@ -479,16 +477,6 @@ func (r *Release) ValuesJSON() ([]byte, error) {
 	return out, nil
 }
 
-// valuesJSON returns the values of release i as ValuesJSON does, from the canonical form when
-// the plan is sealed.
-func (p *Plan) valuesJSON(i int) ([]byte, error) {
-	if i < len(p.valueSpans) {
-		s := p.valueSpans[i]
-		return p.canonical[s[0]:s[1]], nil
-	}
-	return p.Releases[i].ValuesJSON()
-}
-
 // sameContent reports whether release ai of a and release bi of b render the same Application
 // source and destination.
 func sameContent(a *Plan, ai int, b *Plan, bi int) bool {
@@ -496,8 +484,8 @@ func sameContent(a *Plan, ai int, b *Plan, bi int) bool {
 	if ar.Namespace != br.Namespace || ar.Chart != br.Chart {
 		return false
 	}
-	av, err1 := a.valuesJSON(ai)
-	bv, err2 := b.valuesJSON(bi)
+	av, err1 := ar.ValuesJSON()
+	bv, err2 := br.ValuesJSON()
 	return err1 == nil && err2 == nil && bytes.Equal(av, bv)
 }
 
