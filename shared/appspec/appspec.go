@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,6 +177,14 @@ func SyncOperation(app *argoapp.Application, token string) *argoapp.Operation {
 		Info:        []*argoapp.Info{{Name: StepInfoName, Value: token}},
 		Retry:       *Retry(),
 	}
+}
+
+// HasStepInfo reports whether an operation's info carries aicr-step=<token> (a
+// v1alpha1.StepToken): the explicit sync SyncOperation wrote for that step.
+func HasStepInfo(info []*argoapp.Info, token string) bool {
+	return slices.ContainsFunc(info, func(i *argoapp.Info) bool {
+		return i != nil && i.Name == StepInfoName && i.Value == token
+	})
 }
 
 // EqualSource reports whether two sources are the same chart, revision and values (values

@@ -298,7 +298,7 @@ func TestIntegrationReadinessSyncDoesNotClobberARunningOperation(t *testing.T) {
 		t.Errorf("operationState kept: %+v; the sync patch clears it", app.Status.OperationState)
 	}
 	op := app.Operation
-	if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, stepToken(2)) ||
+	if op.InitiatedBy.Username != v1alpha1.FieldManager || !appspec.HasStepInfo(op.Info, stepToken(2)) ||
 		!cmp.Equal(op.Sync.SyncOptions, appspec.SyncOptions()) || op.Sync.Revision != app.Spec.Source.TargetRevision {
 		t.Errorf("operation = %+v; want ours for step 2 with the spec's syncOptions", op)
 	}

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
@@ -121,14 +119,6 @@ func encode(obj *appliedApplication) ([]byte, error) {
 		return nil, fmt.Errorf("encode manifest of application %s: %w", obj.Metadata.Name, err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// hasStepInfo reports whether an operation's info carries aicr-step=<token> (a
-// v1alpha1.StepToken).
-func hasStepInfo(info []*argoapp.Info, token string) bool {
-	return slices.ContainsFunc(info, func(i *argoapp.Info) bool {
-		return i != nil && i.Name == appspec.StepInfoName && i.Value == token
-	})
 }
 
 // ownerEvidence says why app is not owned by the runtime with runtimeUID; "" when it is.

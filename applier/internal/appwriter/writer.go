@@ -370,13 +370,13 @@ func (w *Writer) armed(ctx context.Context, live *argoapp.Application) (string, 
 // v1alpha1.StepToken), unless it was already started for this step of this rollout. Another operation set or running is waited for (NotYet).
 func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Application, token string) (*argoapp.Application, error) {
 	if op := app.Operation; op != nil {
-		if hasStepInfo(op.Info, token) {
+		if appspec.HasStepInfo(op.Info, token) {
 			return app, nil
 		}
 		return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation set (initiated by %s)", app.Namespace, app.Name, op.InitiatedBy.Describe())
 	}
 	if st := app.Status.OperationState; st != nil {
-		if hasStepInfo(st.Operation.Info, token) {
+		if appspec.HasStepInfo(st.Operation.Info, token) {
 			return app, nil
 		}
 		if !st.Phase.Completed() {

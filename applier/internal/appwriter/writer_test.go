@@ -712,7 +712,7 @@ func TestApplyReadinessReleaseSync(t *testing.T) {
 			if op == nil || op.Sync == nil {
 				t.Fatalf("no sync operation on the Application")
 			}
-			if op.InitiatedBy.Username != v1alpha1.FieldManager || !hasStepInfo(op.Info, stepToken(2)) {
+			if op.InitiatedBy.Username != v1alpha1.FieldManager || !appspec.HasStepInfo(op.Info, stepToken(2)) {
 				t.Errorf("operation initiatedBy %+v info %v; want %s and %s=%s", op.InitiatedBy, op.Info, v1alpha1.FieldManager, appspec.StepInfoName, stepToken(2))
 			}
 			if diff := cmp.Diff(appspec.SyncOptions(), op.Sync.SyncOptions); diff != "" {

@@ -451,15 +451,7 @@ func gateSynced(app *argoapp.Application, st step) v1alpha1.Fence {
 
 // ours reports whether op is the explicit sync aicr-operator started for the step token.
 func ours(op argoapp.Operation, token string) bool {
-	if op.InitiatedBy.Username != v1alpha1.FieldManager {
-		return false
-	}
-	for _, i := range op.Info {
-		if i != nil && i.Name == appspec.StepInfoName && i.Value == token {
-			return true
-		}
-	}
-	return false
+	return op.InitiatedBy.Username == v1alpha1.FieldManager && appspec.HasStepInfo(op.Info, token)
 }
 
 func stepInfo(op argoapp.Operation) string {
