@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -533,77 +534,56 @@ func fenceNamed(fs []v1alpha1.Fence, name string) (v1alpha1.Fence, bool) {
 	return v1alpha1.Fence{}, false
 }
 
-// A rollout of the same name created again (a move undone and redone within seconds) writes
-// the same step with the same spec and a new start. The Application stays ready, and the
-// verdict must still be published again, with an ID JetStream does not drop: the new rollout
-// waits for a verdict of its own. (Without it, e2e/lifecycle's rollout waited forever.)
-func TestWatcherRepublishesAReadyVerdictForTheSameStepStartedAgain(t *testing.T) {
-	p, _ := testPlan(t)
-	app := written(t, p, "r-1/1")
-	argo, rec, _ := startWatcher(t, app)
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	again := app.DeepCopy()
-	again.ResourceVersion = "2"
-	again.Annotations[v1alpha1.AnnotationStepStarted] = time.Unix(1_800_000_001, 0).UTC().Format(time.RFC3339)
-	if _, err := argo.Update(context.Background(), again, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+// A step written again with the same spec is news for the rollout that waits on it, though the
+// Application stays ready: a rollout of the same name created again (a move undone and redone)
+// writes the same step ID with a new start, or, when both steps began in the same second, the
+// same start and only another rollout UID. The verdict is published again under an ID JetStream
+// does not drop, carrying the new UID, by a running watcher and by one restarted after the
+// write alike. (Without it, e2e/lifecycle's rollout waited forever for a verdict readiness had
+// already published for its namesake.)
+func TestWatcherRepublishesAReadyVerdictForAStepWrittenAgain(t *testing.T) {
+	tests := map[string]struct {
+		// first and again are the step's annotations before and after it is written again.
+		first, again map[string]string
+	}{
+		"the same step started again": {
+			again: map[string]string{v1alpha1.AnnotationStepStarted: time.Unix(1_800_000_001, 0).UTC().Format(time.RFC3339)},
+		},
+		"a namesake rollout's step, started in the same second": {
+			first: map[string]string{v1alpha1.AnnotationStepRolloutUID: "rollout-uid-a"},
+			again: map[string]string{v1alpha1.AnnotationStepRolloutUID: "rollout-uid-b"},
+		},
 	}
-	s := rec.waitFor(t, "the verdict of the step started again", func(s []sent) bool { return len(verdicts(s)) == 2 })
-	vs := verdicts(s)
-	if !vs[0].Ready || !vs[1].Ready || vs[1].StepID != "r-1/1" {
-		t.Fatalf("verdicts %+v then %+v, want step r-1/1 ready twice", vs[0], vs[1])
-	}
-	if s[0].id == s[1].id {
-		t.Fatalf("both verdicts have message ID %s: JetStream would drop the second", s[0].id)
-	}
-}
-
-// The same, across a restart: a watcher that first sees the Application after the step was
-// started again publishes under another ID than its predecessor's verdict of the first start.
-func TestWatcherRestartGivesAStepStartedAgainANewID(t *testing.T) {
-	p, _ := testPlan(t)
-	app := written(t, p, "r-1/1")
-	_, first, cancel := startWatcher(t, app.DeepCopy())
-	s1 := first.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	cancel()
-	again := app.DeepCopy()
-	again.Annotations[v1alpha1.AnnotationStepStarted] = time.Unix(1_800_000_001, 0).UTC().Format(time.RFC3339)
-	_, second, _ := startWatcher(t, again)
-	s2 := second.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	if s1[0].id == s2[0].id {
-		t.Fatalf("the step started again has its first start's message ID %s: JetStream would drop it", s1[0].id)
-	}
-}
-
-// Two rollouts of one name whose steps start in the same second (a move undone and redone
-// quickly) write the same step ID and the same start: only the rollout UID tells the second
-// write from the first. Its verdict is news, carries the new UID, and has an ID of its own,
-// for a running watcher and for a restarted one alike. (Without it, e2e/lifecycle's rollout
-// waited forever for a verdict readiness had already published for its namesake.)
-func TestWatcherPublishesAVerdictForANamesakeRolloutStartedInTheSameSecond(t *testing.T) {
-	p, _ := testPlan(t)
-	app := written(t, p, "r-1/1")
-	app.Annotations[v1alpha1.AnnotationStepRolloutUID] = "rollout-uid-a"
-	argo, rec, _ := startWatcher(t, app.DeepCopy())
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	namesake := app.DeepCopy()
-	namesake.ResourceVersion = "2"
-	namesake.Annotations[v1alpha1.AnnotationStepRolloutUID] = "rollout-uid-b"
-	if _, err := argo.Update(context.Background(), namesake, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s := rec.waitFor(t, "the namesake's verdict", func(s []sent) bool { return len(verdicts(s)) == 2 })
-	vs := verdicts(s)
-	if vs[0].RolloutUID != "rollout-uid-a" || vs[1].RolloutUID != "rollout-uid-b" || !vs[1].Ready {
-		t.Fatalf("verdicts for rollouts %q then %q (ready %v), want rollout-uid-a then rollout-uid-b, ready", vs[0].RolloutUID, vs[1].RolloutUID, vs[1].Ready)
-	}
-	if s[0].id == s[1].id {
-		t.Fatalf("both verdicts have message ID %s: JetStream would drop the namesake's", s[0].id)
-	}
-	_, restarted, _ := startWatcher(t, namesake)
-	r := restarted.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	if r[0].id == s[0].id {
-		t.Fatalf("a restarted watcher publishes the namesake's verdict under the first rollout's ID %s", s[0].id)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, _ := testPlan(t)
+			app := written(t, p, "r-1/1")
+			maps.Copy(app.Annotations, tc.first)
+			argo, rec, _ := startWatcher(t, app.DeepCopy())
+			rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+			again := app.DeepCopy()
+			again.ResourceVersion = "2"
+			maps.Copy(again.Annotations, tc.again)
+			if _, err := argo.Update(context.Background(), again, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			s := rec.waitFor(t, "the verdict of the step written again", func(s []sent) bool { return len(verdicts(s)) == 2 })
+			vs := verdicts(s)
+			if !vs[0].Ready || !vs[1].Ready || vs[1].StepID != "r-1/1" {
+				t.Fatalf("verdicts %+v then %+v, want step r-1/1 ready twice", vs[0], vs[1])
+			}
+			if want := again.Annotations[v1alpha1.AnnotationStepRolloutUID]; vs[0].RolloutUID != app.Annotations[v1alpha1.AnnotationStepRolloutUID] || vs[1].RolloutUID != want {
+				t.Fatalf("verdicts for rollouts %q then %q, want %q then %q", vs[0].RolloutUID, vs[1].RolloutUID, app.Annotations[v1alpha1.AnnotationStepRolloutUID], want)
+			}
+			if s[0].id == s[1].id {
+				t.Fatalf("both verdicts have message ID %s: JetStream would drop the second", s[0].id)
+			}
+			_, restarted, _ := startWatcher(t, again)
+			r := restarted.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
+			if r[0].id == s[0].id {
+				t.Fatalf("a restarted watcher publishes the step written again under the first write's ID %s: JetStream would drop it", s[0].id)
+			}
+		})
 	}
 }
 
