@@ -218,11 +218,14 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 }
 
 // StatusCoalesce is how long the reconcile of a runtime waits after a status-only change (the
-// planner's own status writes, a verdict or a result it recorded), so the changes of one step
-// make one reconcile instead of several, each a handful of API requests under the runtime's
-// lock, in the way of the next verdict.
+// planner's own status writes, a verdict or a result it recorded). That reconcile decides
+// nothing the change needs: the handler of a verdict or result already advanced the rollout,
+// and the verdict or result that ends it queues the runtime at once. What it does is refresh
+// the runtime's status (the rollout's progress, its conditions), each time a status write and
+// time under the runtime's lock, in the way of the next verdict. So a rollout refreshes the
+// runtime about once a second however fast its steps go, instead of once per step.
 // Spec, generation and deletion changes are reconciled at once.
-const StatusCoalesce = 100 * time.Millisecond
+const StatusCoalesce = time.Second
 
 // sameGeneration reports whether an update left generation and deletion alone: a status or
 // metadata write.
