@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -26,11 +25,6 @@ import (
 // requestCostN is how many requests of a kind one repetition of BenchmarkAPIRequestCost makes:
 // enough that the API server's CPU (read in 10 ms clock ticks) is known to about 1%.
 const requestCostN = 200
-
-var (
-	applicationsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
-	rolloutsGVR     = v1alpha1.SchemeGroupVersion.WithResource("runtimerollouts")
-)
 
 // BenchmarkAPIRequestCost reports the API server CPU each kind of request of a rollout step
 // costs, in milliseconds per request: what the overhead's bound (the API server's CPU, which
@@ -85,10 +79,10 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 
 // costObjects reads the Application svc-05 and the newest rollout of the runtime.
 func costObjects(ctx context.Context) (app, ro *unstructured.Unstructured, err error) {
-	if app, err = h.dyn.Resource(applicationsGVR).Namespace(engineNamespace).Get(ctx, "svc-05", metav1.GetOptions{}); err != nil {
+	if app, err = h.dyn.Resource(testenv.ApplicationGVR).Namespace(engineNamespace).Get(ctx, "svc-05", metav1.GetOptions{}); err != nil {
 		return nil, nil, fmt.Errorf("read application: %w", err)
 	}
-	list, err := h.dyn.Resource(rolloutsGVR).List(ctx, metav1.ListOptions{})
+	list, err := h.dyn.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list rollouts: %w", err)
 	}
@@ -103,15 +97,16 @@ func costObjects(ctx context.Context) (app, ro *unstructured.Unstructured, err e
 
 // costProbe holds the copies on the probe API server.
 type costProbe struct {
-	env     *testenv.Env
-	apps    dynamic.ResourceInterface
-	rollout dynamic.ResourceInterface
-	kube    kubernetes.Interface
-	spec    *unstructured.Unstructured // the applier's manifest: metadata and spec
-	live    *unstructured.Unstructured // the Application as last written (with status)
-	ro      *unstructured.Unstructured // the rollout as last written
-	steps   []any
-	seq     int
+	// apiserverPID is the probe kube-apiserver's process, whose CPU is measured.
+	apiserverPID int
+	apps         dynamic.ResourceInterface
+	rollout      dynamic.ResourceInterface
+	kube         kubernetes.Interface
+	spec         *unstructured.Unstructured // the applier's manifest: metadata and spec
+	live         *unstructured.Unstructured // the Application as last written (with status)
+	ro           *unstructured.Unstructured // the rollout as last written
+	steps        []any
+	seq          int
 }
 
 // bare is obj without the fields the API server sets.
@@ -132,7 +127,15 @@ func newCostProbe(ctx context.Context, env *testenv.Env, app, ro *unstructured.U
 	if err != nil {
 		return nil, err
 	}
-	p := &costProbe{env: env, apps: dyn.Resource(applicationsGVR).Namespace(engineNamespace), rollout: dyn.Resource(rolloutsGVR), kube: kube}
+	p := &costProbe{apps: dyn.Resource(testenv.ApplicationGVR).Namespace(engineNamespace), rollout: dyn.Resource(v1alpha1.RuntimeRolloutResource), kube: kube}
+	for _, pr := range env.Processes() {
+		if pr.Name == "kube-apiserver" {
+			p.apiserverPID = pr.PID
+		}
+	}
+	if p.apiserverPID == 0 {
+		return nil, fmt.Errorf("no kube-apiserver process in the probe environment")
+	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: engineNamespace}}, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
@@ -194,13 +197,7 @@ func (p *costProbe) measure(ctx context.Context, do func(context.Context) error)
 			return 0, err
 		}
 	}
-	var pid int
-	for _, pr := range p.env.Processes() {
-		if pr.Name == "kube-apiserver" {
-			pid = pr.PID
-		}
-	}
-	before, err := cpuTicks(pid)
+	before, err := cpuTicks(p.apiserverPID)
 	if err != nil {
 		return 0, err
 	}
@@ -209,7 +206,7 @@ func (p *costProbe) measure(ctx context.Context, do func(context.Context) error)
 			return 0, err
 		}
 	}
-	after, err := cpuTicks(pid)
+	after, err := cpuTicks(p.apiserverPID)
 	if err != nil {
 		return 0, err
 	}
