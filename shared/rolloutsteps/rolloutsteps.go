@@ -26,9 +26,10 @@ import (
 // batch ConfigMap. It bounds the rollout's size: at most BatchSize-1 finished steps, plus the
 // steps in flight, blocked, awaiting approval or failed. Every status write carries up to
 // BatchSize-1 finished steps, and every BatchSize-th step adds a ConfigMap create: at 32 the
-// 30-release rollout of make bench wrote a status of 10 KiB on average and took 630 ms of the
-// operator's time; at 8, 4 KiB and 496 ms (step advance p99 45 against 35 ms). At 4 the
-// creates cost what the smaller status saves.
+// 30-release rollout of make bench wrote a status of 10 KiB on average and took 632 ms of the
+// operator's time; at 8, 4 KiB and 548 ms (medians of runs in the same half hour, three at 32
+// and seven at 8; step advance p99 45 against 35 ms in one pair of runs). At 4 the creates
+// cost what the smaller status saves.
 const BatchSize = 8
 
 // Getter reads a ConfigMap.
