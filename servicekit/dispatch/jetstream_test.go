@@ -591,3 +591,41 @@ func runDispatcherUntil(t *testing.T, d *Dispatcher) {
 	t.Cleanup(cancel)
 	go func() { _ = d.Run(ctx) }()
 }
+
+// TestLastReadsTheNewestReportUnderThePlannersGrants proves a restarted planner can read the
+// current engine state with its own NATS identity: the newest message on the subject, and nil
+// for a subject nothing was published on.
+func TestLastReadsTheNewestReportUnderThePlannersGrants(t *testing.T) {
+	srv := natstest.StartWith(t, natstest.Options{TLS: true, Identities: true})
+	_, planner := srv.ConnectAs(t, v1alpha1.BinaryPlanner)
+	_, readiness := srv.ConnectAs(t, v1alpha1.BinaryReadiness)
+	if _, err := WaitSetup(ctxFor(t), planner, 1); err != nil {
+		t.Fatalf("the planner's WaitSetup: %v", err)
+	}
+	if m, err := Last(ctxFor(t), planner, bus.StreamEvents, bus.SubjectEngine); err != nil || m != nil {
+		t.Fatalf("Last before any report: %+v, %v; want nil, nil", m, err)
+	}
+	pub := bus.NewPublisher(readiness, "readiness")
+	for i, st := range []*bus.EngineStatus{
+		{Reason: v1alpha1.ReasonEngineMissing, Message: "no CRDs"},
+		{Available: true, Reason: v1alpha1.ReasonEngineAvailable},
+	} {
+		if err := pub.Publish(ctxFor(t), bus.SubjectEngine, fmt.Sprintf("engine/%d", i), st); err != nil {
+			t.Fatalf("publish engine report %d: %v", i, err)
+		}
+	}
+	m, err := Last(ctxFor(t), planner, bus.StreamEvents, bus.SubjectEngine)
+	if err != nil || m == nil {
+		t.Fatalf("Last: %+v, %v", m, err)
+	}
+	var got bus.EngineStatus
+	if err := m.Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if m.Type != bus.TypeEngineStatus || m.ID != "engine/1" || m.Subject != bus.SubjectEngine || !got.Available || got.Reason != v1alpha1.ReasonEngineAvailable {
+		t.Errorf("Last: type %q, ID %q, subject %q, report %+v; want the second engine report", m.Type, m.ID, m.Subject, got)
+	}
+	if m, err := Last(ctxFor(t), planner, bus.StreamEvents, bus.SubjectCredentials); err != nil || m != nil {
+		t.Errorf("Last of a subject nothing was published on: %+v, %v; want nil, nil", m, err)
+	}
+}

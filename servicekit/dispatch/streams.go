@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -132,4 +134,27 @@ func retry(ctx context.Context, msg string, f func() error) error {
 		case <-time.After(min(Backoff(attempt), 2*time.Second)):
 		}
 	}
+}
+
+// Last returns the newest message stored on subject in stream, decoded as a handler would see
+// it, or nil when the stream holds none (never published, or older than the stream's age
+// limit). A process whose durable consumer already acknowledged a state report (the planner
+// after a restart) reads the current state this way instead of waiting for the next report.
+func Last(ctx context.Context, js jetstream.JetStream, stream, subject string) (*Message, error) {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	raw, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last message on %s in %s: %w", subject, stream, err)
+	}
+	var h bus.Header
+	if err := json.Unmarshal(raw.Data, &h); err != nil || h.Type == "" {
+		return nil, fmt.Errorf("last message on %s in %s (sequence %d) has no message header: %v", subject, stream, raw.Sequence, err)
+	}
+	return &Message{Subject: raw.Subject, Type: h.Type, ID: h.ID, Data: raw.Data, Delivered: 1}, nil
 }

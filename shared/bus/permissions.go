@@ -111,7 +111,9 @@ func Permissions(identity string) []Grant {
 			g = append(g, Grant{Publish, ConsumerCreateSubject(stream, cfg), "create or update the durable consumer " + c})
 		}
 		g = append(g, Grant{Publish, ConsumerAPI("CONSUMER.INFO", StreamEvents, ConsumerPlanner),
-			"read its durable consumer's backlog (the aicr_bus_consumer_* metrics)"})
+			"read its durable consumer's backlog (the aicr_bus_consumer_* metrics)"},
+			Grant{Publish, StreamAPI("STREAM.INFO", StreamEvents), "look up the events stream to read its newest reports"},
+			Grant{Publish, StreamAPI("STREAM.MSG.GET", StreamEvents), "read the newest engine and credentials reports at start (its consumer acknowledged them before a restart)"})
 		g = append(g, consume(ConsumerPlanner)...)
 	case v1alpha1.BinaryApplier:
 		g = append(g,

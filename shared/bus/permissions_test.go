@@ -54,11 +54,17 @@ func policy(identity string, op Operation) bool {
 	case ConsumerAPI("CONSUMER.INFO", StreamEvents, ConsumerPlanner):
 		return identity == v1alpha1.BinaryPlanner // its consumer's backlog, for the metrics
 	case StreamAPI("STREAM.INFO", StreamEvents):
-		// the publishers that do not own the stream wait for it
-		return identity == v1alpha1.BinaryReadiness || identity == v1alpha1.BinaryCredRefresher || identity == v1alpha1.BinaryAdmission
+		// the publishers that do not own the stream wait for it; the planner looks it up to
+		// read the newest reports; the applier publishes only results, to a stream it never
+		// looks up
+		return identity != v1alpha1.BinaryApplier
+	case StreamAPI("STREAM.MSG.GET", StreamEvents):
+		// the planner reads the newest engine and credentials reports at start: events it
+		// consumes anyway
+		return identity == v1alpha1.BinaryPlanner
 	}
-	// Everything else (delete, purge, message reads, direct get, other consumers, listing,
-	// account info) is nobody's.
+	// Everything else (delete, purge, other message reads, direct get, other consumers,
+	// listing, account info) is nobody's.
 	return false
 }
 
