@@ -150,6 +150,9 @@ func Run(ctx context.Context, o Options) error {
 				Identities: o.Identities(), Workers: o.Workers, Recorder: recorder, Metrics: metrics,
 				Bundles: bundles,
 			}, kube, base.Publisher())
+			ctrl.Restore(lctx, func(ctx context.Context, subject string) (*dispatch.Message, error) {
+				return dispatch.Last(ctx, base.JS, bus.StreamEvents, subject)
+			})
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
 			lg.Go(func() error {

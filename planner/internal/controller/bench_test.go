@@ -137,7 +137,7 @@ func BenchmarkVerdictToNextCommand(b *testing.B) {
 			}
 			steps := plan.Steps(nil, p, plan.StepOptions{})
 			clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-			rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}}
+			rt := engineReported(&v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}})
 			deadline := metav1.NewTime(clk.Now().Add(time.Hour))
 			r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
 				Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}

@@ -284,7 +284,7 @@ func TestNoCommandFromAStaleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1", ResourceVersion: "1"}}
+	rt := engineReported(&v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1", ResourceVersion: "1"}})
 	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
 	r := testRollout(rollout.Name("", p.Digest()))
 	r.Spec = v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}

@@ -256,29 +256,77 @@ func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d 
 	return nil
 }
 
-// handleEngine takes readiness's news on Argo CD and re-evaluates every runtime.
+// handleEngine takes readiness's news on Argo CD and re-evaluates every runtime. A report
+// older than the one held (a redelivery after Restore, or two handled out of order) is
+// acknowledged and dropped.
 func (c *Controller) handleEngine(ctx context.Context, m *dispatch.Message) error {
 	var e bus.EngineStatus
 	if err := m.Decode(&e); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.engine = &e
+	stale := c.engine != nil && e.Time.Before(c.engine.Time)
+	if !stale {
+		c.engine = &e
+	}
 	c.mu.Unlock()
-	c.enqueueAll()
+	if !stale {
+		c.enqueueAll()
+	}
 	return nil
 }
 
-// handleCredentials takes the credential refresher's news and re-evaluates every runtime.
+// handleCredentials takes the credential refresher's news and re-evaluates every runtime; an
+// older report than the one held is dropped, as in handleEngine.
 func (c *Controller) handleCredentials(ctx context.Context, m *dispatch.Message) error {
 	var cs bus.CredentialsStatus
 	if err := m.Decode(&cs); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.creds = &cs
+	stale := c.creds != nil && cs.Time.Before(c.creds.Time)
+	if !stale {
+		c.creds = &cs
+	}
 	c.mu.Unlock()
+	if stale {
+		return nil
+	}
 	c.retryPullsNow() // a renewed token may be what a failed pull needed
 	c.enqueueAll()
 	return nil
+}
+
+// ReportSubjects are the subjects whose newest message is the current state of something the
+// planner holds in memory: Argo CD's, and the registry credentials'.
+var ReportSubjects = []string{bus.SubjectEngine, bus.SubjectCredentials}
+
+// Restore hands the controller the newest report on each of ReportSubjects, as last finds it
+// on the bus (nil when there is none), before the dispatcher starts. The planner's durable
+// consumer acknowledged these before a restart, and readiness repeats its report only every
+// few minutes: without them a runtime with no EngineAvailable recorded (one created after
+// the restart) would hold its steps until then. A report last cannot read is logged and left
+// to the next one.
+func (c *Controller) Restore(ctx context.Context, last func(ctx context.Context, subject string) (*dispatch.Message, error)) {
+	log := logging.From(ctx)
+	routes := c.Routes()
+	for _, subject := range ReportSubjects {
+		m, err := last(ctx, subject)
+		if err != nil {
+			log.Warn().Err(err).Str(logging.KeySubject, subject).Msg("read the newest report; waiting for the next one")
+			continue
+		}
+		if m == nil {
+			continue
+		}
+		h, ok := routes[m.Type]
+		if !ok {
+			continue
+		}
+		if err := h(ctx, m); err != nil {
+			log.Warn().Err(err).Str(logging.KeySubject, subject).Str(logging.KeyMsgID, m.ID).Msg("restore the newest report; waiting for the next one")
+			continue
+		}
+		log.Info().Str(logging.KeySubject, subject).Str(logging.KeyMsgID, m.ID).Msg("restored the newest report")
+	}
 }

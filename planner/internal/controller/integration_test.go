@@ -64,7 +64,25 @@ type harness struct {
 	name  string         // the runtime's name
 }
 
+// newHarness is newBareHarness with readiness's report that Argo CD is available already on
+// the bus, as it is once readiness runs: without one no step starts.
 func newHarness(t *testing.T) *harness {
+	h := newBareHarness(t)
+	h.reportEngine("engine/available", &bus.EngineStatus{Available: true, Reason: v1alpha1.ReasonEngineAvailable, Message: "test harness"})
+	return h
+}
+
+// reportEngine publishes an engine report as readiness does.
+func (h *harness) reportEngine(id string, e *bus.EngineStatus) {
+	h.t.Helper()
+	if err := bus.NewPublisher(h.js, "readiness").Publish(context.Background(), bus.SubjectEngine, id, e); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// newBareHarness starts NATS with the streams and both consumers declared, and nothing
+// published.
+func newBareHarness(t *testing.T) *harness {
 	env := testenv.Current(t)
 	core := kubernetes.NewForConfigOrDie(env.Config)
 	kube, err := NewKube(env.Config, core)
@@ -105,6 +123,10 @@ func (h *harness) startPlannerWith(bundles BundlePuller) (stop func()) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	// As the planner's app does: the newest reports first, then the controller and dispatcher.
+	c.Restore(ctx, func(ctx context.Context, subject string) (*dispatch.Message, error) {
+		return dispatch.Last(ctx, h.js, bus.StreamEvents, subject)
+	})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = c.Run(ctx, h.kube, h.core) }()

@@ -39,12 +39,20 @@ func chainRollout(t *testing.T, n int) (*clocktesting.FakeClock, *v1alpha1.Clust
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}}
+	rt := engineReported(&v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster", UID: "u1"}})
 	deadline := metav1.NewTime(clk.Now().Add(time.Hour))
 	r := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: rollout.Name("", p.Digest())},
 		Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster", RuntimeUID: "u1", ToDigest: p.Digest(), Deadline: &deadline}}
 	rollout.Initialize(r, plan.Steps(nil, p, plan.StepOptions{}))
 	return clk, rt, r
+}
+
+// engineReported records on rt that Argo CD is available, as the planner does once readiness
+// reported: without a report no step starts.
+func engineReported(rt *v1alpha1.ClusterRuntime) *v1alpha1.ClusterRuntime {
+	rt.Status.Conditions = append(rt.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionEngineAvailable,
+		Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonEngineAvailable, Message: "test"})
+	return rt
 }
 
 // A verdict reads the rollout once: the copy read under the runtime's lock is the one advanced

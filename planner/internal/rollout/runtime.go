@@ -279,7 +279,11 @@ func EnvFor(rt *v1alpha1.ClusterRuntime, engine *bus.EngineStatus, creds *bus.Cr
 		e.Hold = &Hold{Reason: v1alpha1.ReasonEngineSuspended, Message: "spec.suspendEngine is true: no step starts while Argo CD's automated sync is off"}
 	case rt.Spec.Paused:
 		e.Hold = &Hold{Reason: v1alpha1.ReasonPaused, Message: "spec.paused is true"}
-	case engine != nil && !engine.Available:
+	case engine == nil:
+		// Until readiness reports, nobody knows whether Argo CD's CRDs exist: a step started
+		// now could write an Application the API server has no kind for.
+		e.Hold = &Hold{Reason: v1alpha1.ReasonEngineNotReported, Message: EngineNotReportedMessage}
+	case !engine.Available:
 		e.Hold = &Hold{Reason: cmp.Or(engine.Reason, v1alpha1.ReasonEngineMissing), Message: "Argo CD is not available: " + engine.Message}
 	case creds != nil && !creds.OK:
 		e.Hold = &Hold{Reason: cmp.Or(creds.Reason, v1alpha1.ReasonRegistryCredentialsUnavailable), Message: "registry credentials: " + creds.Message}
@@ -289,6 +293,9 @@ func EnvFor(rt *v1alpha1.ClusterRuntime, engine *bus.EngineStatus, creds *bus.Cr
 	}
 	return e
 }
+
+// EngineNotReportedMessage is the hold's message before readiness reported on Argo CD.
+const EngineNotReportedMessage = "readiness has not reported on Argo CD yet (it does when it starts, and every 5 minutes): check that readiness runs and reaches NATS"
 
 // Suspension is what the engine suspension asks for.
 type Suspension struct {

@@ -408,14 +408,16 @@ func TestEnvFor(t *testing.T) {
 		hold   string
 	}{
 		"nothing holds":           {engine: &bus.EngineStatus{Available: true}, creds: &bus.CredentialsStatus{OK: true}},
-		"no reports yet":          {},
+		"no engine report yet":    {creds: &bus.CredentialsStatus{OK: true}, hold: v1alpha1.ReasonEngineNotReported},
+		"no credentials report":   {engine: &bus.EngineStatus{Available: true}},
+		"paused before a report":  {spec: v1alpha1.ClusterRuntimeSpec{Paused: true}, hold: v1alpha1.ReasonPaused},
 		"suspendEngine first":     {spec: v1alpha1.ClusterRuntimeSpec{SuspendEngine: true, Paused: true}, engine: &bus.EngineStatus{}, hold: v1alpha1.ReasonEngineSuspended},
 		"paused before Argo CD":   {spec: v1alpha1.ClusterRuntimeSpec{Paused: true}, engine: &bus.EngineStatus{}, hold: v1alpha1.ReasonPaused},
 		"Argo CD missing":         {engine: &bus.EngineStatus{}, creds: &bus.CredentialsStatus{}, hold: v1alpha1.ReasonEngineMissing},
 		"AppProject missing":      {engine: &bus.EngineStatus{Reason: v1alpha1.ReasonProjectMissing}, hold: v1alpha1.ReasonProjectMissing},
-		"credentials unusable":    {creds: &bus.CredentialsStatus{}, hold: v1alpha1.ReasonRegistryCredentialsUnavailable},
-		"credentials stale":       {creds: &bus.CredentialsStatus{Reason: v1alpha1.ReasonRegistryCredentialsStale}, hold: v1alpha1.ReasonRegistryCredentialsStale},
-		"good credentials expire": {creds: &bus.CredentialsStatus{OK: true, ExpiresAt: &expires}},
+		"credentials unusable":    {engine: &bus.EngineStatus{Available: true}, creds: &bus.CredentialsStatus{}, hold: v1alpha1.ReasonRegistryCredentialsUnavailable},
+		"credentials stale":       {engine: &bus.EngineStatus{Available: true}, creds: &bus.CredentialsStatus{Reason: v1alpha1.ReasonRegistryCredentialsStale}, hold: v1alpha1.ReasonRegistryCredentialsStale},
+		"good credentials expire": {engine: &bus.EngineStatus{Available: true}, creds: &bus.CredentialsStatus{OK: true, ExpiresAt: &expires}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

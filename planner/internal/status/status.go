@@ -18,9 +18,6 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
-// ReasonNotReported is EngineAvailable=Unknown's reason before readiness reported on Argo CD.
-const ReasonNotReported = "NotReported"
-
 // Inputs are the planner's observations of one runtime.
 type Inputs struct {
 	// Runtime is the ClusterRuntime (spec and metadata are read).
@@ -117,6 +114,9 @@ func ready(in Inputs) (metav1.ConditionStatus, string, string) {
 		if reason, m, ok := rollout.StallReason(in.InFlight); ok {
 			msg += "; " + reason + ": " + m
 		}
+		if in.Engine == nil {
+			msg += "; no new step starts: " + rollout.EngineNotReportedMessage
+		}
 		if in.Waiting != "" {
 			msg += "; " + in.Waiting
 		}
@@ -181,7 +181,7 @@ func resolved(in Inputs) (metav1.ConditionStatus, string, string) {
 func engine(in Inputs) (metav1.ConditionStatus, string, string) {
 	switch {
 	case in.Engine == nil:
-		return metav1.ConditionUnknown, ReasonNotReported, "readiness has not reported on Argo CD yet"
+		return metav1.ConditionUnknown, v1alpha1.ReasonEngineNotReported, "readiness has not reported on Argo CD yet"
 	case in.Engine.Available:
 		return metav1.ConditionTrue, v1alpha1.ReasonEngineAvailable, cmp.Or(in.Engine.Message, "Argo CD's CRDs and the AppProject exist")
 	}

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func TestConditions(t *testing.T) {
 		"project missing": {mod: func(in *Inputs) { in.Engine = &bus.EngineStatus{Reason: v1alpha1.ReasonProjectMissing} },
 			ready: v1alpha1.ReasonProjectMissing, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonProjectMissing},
 		"engine not reported": {mod: func(in *Inputs) { in.Engine = nil },
-			ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: ReasonNotReported},
+			ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineNotReported},
 		"plan unreadable": {mod: func(in *Inputs) { in.PlanUnreadable = "gone" },
 			ready: v1alpha1.ReasonPlanUnreadable, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
 		"deleting": {mod: func(in *Inputs) { in.Runtime.DeletionTimestamp = &now },
@@ -109,6 +110,27 @@ func TestConditions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadySaysWhyNoStepStartsBeforeTheEngineReport proves a rollout held for readiness's
+// first engine report says so on Ready, where a person looks.
+func TestReadySaysWhyNoStepStartsBeforeTheEngineReport(t *testing.T) {
+	in := Inputs{Runtime: &v1alpha1.ClusterRuntime{}, DesiredDigest: "sha256:b", InFlight: inflight("")}
+	var ready metav1.Condition
+	for _, c := range Conditions(in) {
+		if c.Type == v1alpha1.ConditionReady {
+			ready = c
+		}
+	}
+	if ready.Reason != v1alpha1.ReasonRollingOut || !strings.Contains(ready.Message, "no new step starts: "+rollout.EngineNotReportedMessage) {
+		t.Errorf("Ready %s/%s %q; want RollingOut naming the missing engine report", ready.Status, ready.Reason, ready.Message)
+	}
+	in.Engine = &bus.EngineStatus{Available: true}
+	for _, c := range Conditions(in) {
+		if c.Type == v1alpha1.ConditionReady && strings.Contains(c.Message, rollout.EngineNotReportedMessage) {
+			t.Errorf("Ready after the report still names it missing: %q", c.Message)
+		}
 	}
 }
 
@@ -224,11 +246,11 @@ func TestTransitions(t *testing.T) {
 		"a condition seen first; resolving is progress": {
 			conds: []metav1.Condition{
 				cond(v1alpha1.ConditionResolved, f, v1alpha1.ReasonResolving, ""),
-				cond(v1alpha1.ConditionEngineAvailable, metav1.ConditionUnknown, ReasonNotReported, ""),
+				cond(v1alpha1.ConditionEngineAvailable, metav1.ConditionUnknown, v1alpha1.ReasonEngineNotReported, ""),
 			},
 			want: []Transition{
 				{Condition: cond(v1alpha1.ConditionResolved, f, v1alpha1.ReasonResolving, "")},
-				{Condition: cond(v1alpha1.ConditionEngineAvailable, metav1.ConditionUnknown, ReasonNotReported, "")},
+				{Condition: cond(v1alpha1.ConditionEngineAvailable, metav1.ConditionUnknown, v1alpha1.ReasonEngineNotReported, "")},
 			},
 		},
 		"engine missing: warning": {

@@ -72,6 +72,9 @@ const (
 	ReasonEngineAvailable = "EngineAvailable"
 	ReasonEngineMissing   = "EngineMissing"
 	ReasonProjectMissing  = "ProjectMissing"
+	// ReasonEngineNotReported is EngineAvailable=Unknown before readiness reported on Argo CD
+	// (our addition); no step starts meanwhile.
+	ReasonEngineNotReported = "NotReported"
 )
 
 // Event reasons.
