@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,18 +167,36 @@ func (e *Env) DeleteCRDs(ctx context.Context, names ...string) error {
 		}
 	}
 	for _, name := range names {
+		var last *unstructured.Unstructured
 		err := WaitFor(ctx, crdRemovedTimeout, "crd "+name+" removed", func(ctx context.Context) (bool, error) {
-			_, err := e.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			crd, err := e.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
+			last = crd
 			return false, err
 		})
 		if err != nil {
-			return err
+			// The API server's CRD finalizer deletes the instances, then drops its finalizer:
+			// its Terminating condition says how far it got.
+			return fmt.Errorf("%w; the crd's finalizers %v, conditions %s", err, last.GetFinalizers(), crdConditions(last))
 		}
 	}
 	return nil
+}
+
+// crdConditions renders a CRD's status conditions as "Type=Status Reason: message; ...".
+func crdConditions(crd *unstructured.Unstructured) string {
+	if crd == nil {
+		return "unknown"
+	}
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	var out []string
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		out = append(out, fmt.Sprintf("%v=%v %v: %v", m["type"], m["status"], m["reason"], m["message"]))
+	}
+	return strings.Join(out, "; ")
 }
 
 // decodeYAML splits a multi-document YAML (or JSON) file into objects, skipping empty documents.

@@ -26,10 +26,12 @@ const (
 	// DefaultArgoCDAppResync is Options.ArgoCDAppResync's default, as in the local stack.
 	DefaultArgoCDAppResync = 30 * time.Second
 
-	etcdReadyTimeout       = 30 * time.Second
-	apiServerReadyTimeout  = 2 * time.Minute
-	crdEstablishedTimeout  = time.Minute
-	crdRemovedTimeout      = time.Minute
+	etcdReadyTimeout      = 30 * time.Second
+	apiServerReadyTimeout = 2 * time.Minute
+	crdEstablishedTimeout = time.Minute
+	// crdRemovedTimeout: removing Argo CD's CRDs once took over a minute on a loaded machine
+	// (DeleteCRDs' error now shows how far the API server's CRD finalizer got).
+	crdRemovedTimeout      = 3 * time.Minute
 	controllerReadyTimeout = time.Minute
 	nodeReadyTimeout       = time.Minute
 	argoCDReadyTimeout     = time.Minute
