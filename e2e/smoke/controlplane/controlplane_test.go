@@ -22,8 +22,9 @@ import (
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
-// testTimeout bounds each test's API calls.
-const testTimeout = 2 * time.Minute
+// testTimeout bounds each test's API calls, with room for testenv's own waits (a CRD's
+// removal may take up to 3 minutes on a loaded machine).
+const testTimeout = 5 * time.Minute
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunMain(m, testenv.Options{}))
