@@ -27,6 +27,9 @@ type Message struct {
 	Data []byte
 	// Delivered counts deliveries, from 1.
 	Delivered uint64
+	// Sequence is the message's sequence number in its stream (0 when unknown): it orders
+	// the messages of a stream whatever their senders' clocks say.
+	Sequence uint64
 }
 
 // Decode unmarshals the message into v (a pointer to the message type).
@@ -190,7 +193,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 	var h bus.Header
 	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
 	if md, err := msg.Metadata(); err == nil {
-		m.Delivered = md.NumDelivered
+		m.Delivered, m.Sequence = md.NumDelivered, md.Sequence.Stream
 	}
 	log := logging.From(ctx).With().Str(logging.KeySubject, m.Subject).Uint64(logging.KeyDelivered, m.Delivered).Logger()
 	if err := json.Unmarshal(m.Data, &h); err != nil || h.Type == "" {

@@ -52,6 +52,7 @@ type delivery struct {
 	id        string
 	typ       string
 	delivered uint64
+	seq       uint64
 	at        time.Time
 	worker    string
 }
@@ -65,7 +66,7 @@ type recorder struct {
 func (r *recorder) handler(worker string, outcome func(m *Message) error) Handler {
 	return func(_ context.Context, m *Message) error {
 		r.mu.Lock()
-		r.got = append(r.got, delivery{id: m.ID, typ: m.Type, delivered: m.Delivered, at: time.Now(), worker: worker})
+		r.got = append(r.got, delivery{id: m.ID, typ: m.Type, delivered: m.Delivered, seq: m.Sequence, at: time.Now(), worker: worker})
 		r.mu.Unlock()
 		return outcome(m)
 	}
@@ -501,6 +502,9 @@ func TestOnlyTheStreamOwnerDeclares(t *testing.T) {
 	eventually(t, "the applier to handle the command", func() (bool, string) {
 		return len(rec.deliveries()) == 1, fmt.Sprintf("%d deliveries", len(rec.deliveries()))
 	})
+	if d := rec.deliveries()[0]; d.seq != 1 {
+		t.Errorf("the handler saw stream sequence %d, want 1 (the stream's first message)", d.seq)
+	}
 }
 
 // shortAckConsumer declares the applier consumer as bus.ConsumerConfig does, with a short
@@ -622,8 +626,8 @@ func TestLastReadsTheNewestReportUnderThePlannersGrants(t *testing.T) {
 	if err := m.Decode(&got); err != nil {
 		t.Fatal(err)
 	}
-	if m.Type != bus.TypeEngineStatus || m.ID != "engine/1" || m.Subject != bus.SubjectEngine || !got.Available || got.Reason != v1alpha1.ReasonEngineAvailable {
-		t.Errorf("Last: type %q, ID %q, subject %q, report %+v; want the second engine report", m.Type, m.ID, m.Subject, got)
+	if m.Type != bus.TypeEngineStatus || m.ID != "engine/1" || m.Subject != bus.SubjectEngine || m.Sequence != 2 || !got.Available || got.Reason != v1alpha1.ReasonEngineAvailable {
+		t.Errorf("Last: type %q, ID %q, subject %q, sequence %d, report %+v; want the second engine report, sequence 2", m.Type, m.ID, m.Subject, m.Sequence, got)
 	}
 	if m, err := Last(ctxFor(t), planner, bus.StreamEvents, bus.SubjectCredentials); err != nil || m != nil {
 		t.Errorf("Last of a subject nothing was published on: %+v, %v; want nil, nil", m, err)

@@ -156,5 +156,5 @@ func Last(ctx context.Context, js jetstream.JetStream, stream, subject string) (
 	if err := json.Unmarshal(raw.Data, &h); err != nil || h.Type == "" {
 		return nil, fmt.Errorf("last message on %s in %s (sequence %d) has no message header: %v", subject, stream, raw.Sequence, err)
 	}
-	return &Message{Subject: raw.Subject, Type: h.Type, ID: h.ID, Data: raw.Data, Delivered: 1}, nil
+	return &Message{Subject: raw.Subject, Type: h.Type, ID: h.ID, Data: raw.Data, Delivered: 1, Sequence: raw.Sequence}, nil
 }

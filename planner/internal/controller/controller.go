@@ -80,6 +80,8 @@ type Controller struct {
 	published map[string]bool       // message IDs published by this process
 	engine    *bus.EngineStatus
 	creds     *bus.CredentialsStatus
+	engineSeq uint64          // the stream sequence of the engine report held (handleEngine)
+	credsSeq  uint64          // and of the credentials report
 	names     func() []string // runtime names known to the informer, once Run started it
 }
 

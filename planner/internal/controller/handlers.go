@@ -257,17 +257,18 @@ func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d 
 }
 
 // handleEngine takes readiness's news on Argo CD and re-evaluates every runtime. A report
-// older than the one held (a redelivery after Restore, or two handled out of order) is
-// acknowledged and dropped.
+// older than the one held (a redelivery after Restore, or two handled out of order by the
+// dispatcher's workers) is acknowledged and dropped. Older means earlier in the stream: the
+// senders' clocks may disagree (a new readiness leader on another node).
 func (c *Controller) handleEngine(ctx context.Context, m *dispatch.Message) error {
 	var e bus.EngineStatus
 	if err := m.Decode(&e); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	stale := c.engine != nil && e.Time.Before(c.engine.Time)
+	stale := older(m, c.engineSeq)
 	if !stale {
-		c.engine = &e
+		c.engine, c.engineSeq = &e, max(c.engineSeq, m.Sequence)
 	}
 	c.mu.Unlock()
 	if !stale {
@@ -284,9 +285,9 @@ func (c *Controller) handleCredentials(ctx context.Context, m *dispatch.Message)
 		return err
 	}
 	c.mu.Lock()
-	stale := c.creds != nil && cs.Time.Before(c.creds.Time)
+	stale := older(m, c.credsSeq)
 	if !stale {
-		c.creds = &cs
+		c.creds, c.credsSeq = &cs, max(c.credsSeq, m.Sequence)
 	}
 	c.mu.Unlock()
 	if stale {
@@ -295,6 +296,12 @@ func (c *Controller) handleCredentials(ctx context.Context, m *dispatch.Message)
 	c.retryPullsNow() // a renewed token may be what a failed pull needed
 	c.enqueueAll()
 	return nil
+}
+
+// older reports whether m came before the report held, which was the stream's message held
+// (0: none, or its sequence unknown). A message of unknown sequence is never older.
+func older(m *dispatch.Message, held uint64) bool {
+	return m.Sequence != 0 && m.Sequence < held
 }
 
 // ReportSubjects are the subjects whose newest message is the current state of something the

@@ -22,47 +22,54 @@ func reportMessage(t *testing.T, typ string, m bus.Envelope) *dispatch.Message {
 	return &dispatch.Message{Type: typ, ID: typ, Data: data}
 }
 
-// An engine or credentials report older than the one held changes nothing: the newest report
-// Restore read at start is not undone by the consumer redelivering an older one.
+// An engine or credentials report earlier in the stream than the one held changes nothing,
+// whatever its sender's clock said: the newest report Restore read at start is not undone by
+// the consumer redelivering an older one.
 func TestAnOlderReportDoesNotReplaceANewerOne(t *testing.T) {
 	c := New(Config{Name: "planner", Namespace: "aicr-system"}, &memStore{}, &countingPublisher{})
 	defer c.queue.ShutDown()
 	ctx := context.Background()
 	t0 := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	engine := func(at time.Time, available bool) *dispatch.Message {
+	engine := func(seq uint64, at time.Time, available bool) *dispatch.Message {
 		reason := v1alpha1.ReasonEngineMissing
 		if available {
 			reason = v1alpha1.ReasonEngineAvailable
 		}
-		return reportMessage(t, bus.TypeEngineStatus, &bus.EngineStatus{Header: bus.Header{Type: bus.TypeEngineStatus, Time: at}, Available: available, Reason: reason})
+		m := reportMessage(t, bus.TypeEngineStatus, &bus.EngineStatus{Header: bus.Header{Type: bus.TypeEngineStatus, Time: at}, Available: available, Reason: reason})
+		m.Sequence = seq
+		return m
 	}
-	for _, step := range []struct {
+	for i, step := range []struct {
 		msg  *dispatch.Message
 		want bool
 	}{
-		{engine(t0.Add(time.Minute), true), true},
-		{engine(t0, false), true}, // older: dropped
-		{engine(t0.Add(2*time.Minute), false), false},
+		{engine(5, t0, true), true},
+		{engine(3, t0.Add(time.Hour), false), true},   // earlier in the stream, a later clock: dropped
+		{engine(5, t0, true), true},                   // the same message again
+		{engine(8, t0.Add(-time.Hour), false), false}, // later in the stream, an earlier clock: taken
+		{engine(0, t0, true), true},                   // sequence unknown: taken
 	} {
 		if err := c.handleEngine(ctx, step.msg); err != nil {
 			t.Fatal(err)
 		}
 		if got := c.engine.Available; got != step.want {
-			t.Fatalf("after the report at %s: available %v, want %v", c.engine.Time, got, step.want)
+			t.Fatalf("report %d (sequence %d): available %v, want %v", i+1, step.msg.Sequence, got, step.want)
 		}
 	}
-	creds := func(at time.Time, ok bool) *dispatch.Message {
-		return reportMessage(t, bus.TypeCredentialsStatus, &bus.CredentialsStatus{Header: bus.Header{Type: bus.TypeCredentialsStatus, Time: at}, Mode: "aws", OK: ok})
+	creds := func(seq uint64, ok bool) *dispatch.Message {
+		m := reportMessage(t, bus.TypeCredentialsStatus, &bus.CredentialsStatus{Header: bus.Header{Type: bus.TypeCredentialsStatus}, Mode: "aws", OK: ok})
+		m.Sequence = seq
+		return m
 	}
-	for _, step := range []struct {
+	for i, step := range []struct {
 		msg  *dispatch.Message
 		want bool
-	}{{creds(t0.Add(time.Minute), true), true}, {creds(t0, false), true}, {creds(t0.Add(time.Hour), false), false}} {
+	}{{creds(10, true), true}, {creds(9, false), true}, {creds(11, false), false}} {
 		if err := c.handleCredentials(ctx, step.msg); err != nil {
 			t.Fatal(err)
 		}
 		if c.creds.OK != step.want {
-			t.Fatalf("credentials OK %v, want %v", c.creds.OK, step.want)
+			t.Fatalf("credentials report %d: OK %v, want %v", i+1, c.creds.OK, step.want)
 		}
 	}
 }

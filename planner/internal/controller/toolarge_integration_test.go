@@ -44,7 +44,7 @@ func TestPlanTooLargeFailsCleanly(t *testing.T) {
 	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}}, h.kube, pub)
 	defer c.queue.ShutDown()
 	c.engine = &bus.EngineStatus{Available: true} // readiness's report, which this planner has no bus for
-	for i := range 2 { // the second Sync finds the same answer, and writes or publishes nothing new
+	for i := range 2 {                            // the second Sync finds the same answer, and writes or publishes nothing new
 		if err := c.Sync(ctx, h.name); err != nil {
 			t.Fatalf("Sync %d of a plan too large: %v (an error is retried forever; want a terminal Resolved=False)", i+1, err)
 		}
