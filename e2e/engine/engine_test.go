@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
@@ -133,16 +131,8 @@ func TestEngineMissingThenRolloutOnceArgoCDAppears(t *testing.T) {
 func restartPlannerWithoutReadiness(t *testing.T, s *stack.Stack) {
 	t.Helper()
 	ctx := t.Context()
-	nc, err := s.ConnectNATS(ctx, "e2e-engine")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "readiness's engine report acknowledged by the planner", func(ctx context.Context) (bool, error) {
+	js := stacktest.Observer(t, s, "e2e-engine")
+	err := testenv.WaitFor(ctx, stacktest.ChangeTimeout, "readiness's engine report acknowledged by the planner", func(ctx context.Context) (bool, error) {
 		m, err := dispatch.Last(ctx, js, bus.StreamEvents, bus.SubjectEngine)
 		if err != nil || m == nil {
 			return false, fmt.Errorf("engine report on the stream: %v, %v", m, err)

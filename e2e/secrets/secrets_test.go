@@ -316,15 +316,7 @@ func (tp *tap) scan(t *testing.T, sc *scanner) int {
 func scanNATS(t *testing.T, s *stack.Stack, sc *scanner) {
 	t.Helper()
 	ctx := t.Context()
-	nc, err := s.ConnectNATS(ctx, "secrets-scan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := stacktest.Observer(t, s, "secrets-scan")
 	for _, name := range []string{bus.StreamCommands, bus.StreamEvents} {
 		stream, err := js.Stream(ctx, name)
 		if err != nil {

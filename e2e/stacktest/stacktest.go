@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -107,3 +108,19 @@ func Application(t *testing.T, s *stack.Stack, name string) *argoapp.Application
 
 // True reports whether b is set and true (an Application's optional booleans).
 func True(b *bool) bool { return b != nil && *b }
+
+// Observer connects to the stack's NATS as the observer, which may read every stream, and
+// returns its JetStream; the connection closes when the test ends.
+func Observer(t *testing.T, s *stack.Stack, name string) jetstream.JetStream {
+	t.Helper()
+	nc, err := s.ConnectNATS(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
