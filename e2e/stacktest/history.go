@@ -27,6 +27,7 @@ import (
 // second-precision timestamp cannot.
 type History struct {
 	s      *stack.Stack
+	ri     dynamic.ResourceInterface
 	mu     sync.Mutex
 	events []Recorded
 	err    error
@@ -50,7 +51,7 @@ func Record(t *testing.T, s *stack.Stack, gvr schema.GroupVersionResource, names
 	if err != nil {
 		t.Fatalf("list %s: %v", gvr.Resource, err)
 	}
-	h := &History{s: s}
+	h := &History{s: s, ri: ri}
 	for i := range list.Items {
 		h.add("LIST", &list.Items[i])
 	}
@@ -105,9 +106,17 @@ func (h *History) fail(err error) {
 	}
 }
 
-// Of returns the recorded versions of the named object, oldest first.
+// catchUpTimeout bounds the wait for the watch to deliver a version the API server already
+// returned to a read.
+const catchUpTimeout = 30 * time.Second
+
+// Of returns the recorded versions of the named object, oldest first, up to at least the
+// version a read returns now: a watch event may trail a read (on a loaded machine the watch
+// cache delivers it hundreds of milliseconds later), and the version the test just waited for
+// must be among them.
 func (h *History) Of(t *testing.T, name string) []Recorded {
 	t.Helper()
+	h.catchUp(t, name)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.err != nil {
@@ -120,6 +129,47 @@ func (h *History) Of(t *testing.T, name string) []Recorded {
 		}
 	}
 	return out
+}
+
+// catchUp waits until the history holds the named object's current version (nothing when the
+// object is gone).
+func (h *History) catchUp(t *testing.T, name string) {
+	t.Helper()
+	cur, err := h.ri.Get(t.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	want, err := strconv.ParseUint(cur.GetResourceVersion(), 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q of %s is not an etcd revision", cur.GetResourceVersion(), name)
+	}
+	seen := func() (uint64, error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		var last uint64
+		for _, e := range h.events {
+			if e.Object.GetName() == name {
+				last = max(last, e.RV)
+			}
+		}
+		return last, h.err
+	}
+	deadline := time.Now().Add(catchUpTimeout)
+	for {
+		last, err := seen()
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case last >= want:
+			return
+		case time.Now().After(deadline):
+			t.Fatalf("the watch of %s delivered resourceVersion %d at most within %s, and a read returned %d", name, last, catchUpTimeout, want)
+		}
+		time.Sleep(20 * time.Millisecond) // poll the history the watch goroutine appends to
+	}
 }
 
 // FirstApp returns the first recorded version of the Application for which match holds.
