@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -633,4 +634,30 @@ func equalJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// TestNATSPodsRollWhenTheirConfigChanges proves the NATS pod template carries the checksum of
+// the nats.conf the chart renders, so an upgrade that changes it (a version's permissions, a
+// nats.* value) rolls the pods: nats-server reads its configuration only at start. Rendering
+// the same values twice gives the same checksum, so an unchanged upgrade rolls nothing.
+func TestNATSPodsRollWhenTheirConfigChanges(t *testing.T) {
+	checksum := func(set ...string) (string, string) {
+		objs := charttest.MustRender(t, set...)
+		sts := charttest.Find(objs, "StatefulSet", charttest.Release+"-nats")
+		if sts == nil {
+			t.Fatalf("no StatefulSet %s-nats", charttest.Release)
+		}
+		sum, _, _ := unstructured.NestedString(sts.Object, "spec", "template", "metadata", "annotations", "checksum/config")
+		return sum, charttest.NATSConf(t, objs)
+	}
+	sum, conf := checksum()
+	if want := fmt.Sprintf("%x", sha256.Sum256([]byte(strings.TrimSuffix(conf, "\n")))); sum != want {
+		t.Fatalf("checksum/config %q, want the sha256 of the rendered nats.conf %s", sum, want)
+	}
+	if again, _ := checksum(); again != sum {
+		t.Errorf("the same values rendered checksum %s, then %s", sum, again)
+	}
+	if other, otherConf := checksum("nats.jetstream.maxFileStore=2Gi"); other == sum || otherConf == conf {
+		t.Errorf("nats.jetstream.maxFileStore changed the config (%v) but not the checksum (%v)", otherConf != conf, other != sum)
+	}
 }
