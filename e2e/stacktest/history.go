@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -189,15 +190,18 @@ func (h *History) FirstApp(t *testing.T, name string, match func(*argoapp.Applic
 
 // FirstStep returns the first recorded version of the rollout in which its step for release
 // satisfies match; a match already in the state found when the watch began does not count,
-// because its resourceVersion is not the one the step changed at.
+// because its resourceVersion is not the one the step changed at. Failing, it lists the step's
+// state in every recorded version.
 func (h *History) FirstStep(t *testing.T, rolloutName, release string, match func(v1alpha1.Step) bool) (Recorded, v1alpha1.Step) {
 	t.Helper()
+	var states []string
 	for _, e := range h.Of(t, rolloutName) {
 		ro, err := h.s.DecodeRollout(t.Context(), e.Object)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st, ok := FindStep(ro, release)
+		states = append(states, fmt.Sprintf("%s rv %d: rollout %s, step found %v, %s %s", e.Type, e.RV, ro.Status.Phase, ok, st.State, fenceStates(st.Verdict)))
 		if !ok || !match(st) {
 			continue
 		}
@@ -206,8 +210,20 @@ func (h *History) FirstStep(t *testing.T, rolloutName, release string, match fun
 		}
 		return e, st
 	}
-	t.Fatalf("rollout %s: no recorded version where step %s matches", rolloutName, release)
+	t.Fatalf("rollout %s: no recorded version where step %s matches; recorded:\n%s", rolloutName, release, strings.Join(states, "\n"))
 	return Recorded{}, v1alpha1.Step{}
+}
+
+// fenceStates renders a verdict's fences as "[Name=State ...]".
+func fenceStates(v *v1alpha1.Verdict) string {
+	if v == nil {
+		return "no verdict"
+	}
+	var out []string
+	for _, f := range v.Fences {
+		out = append(out, f.Name+"="+string(f.State))
+	}
+	return "[" + strings.Join(out, " ") + "]"
 }
 
 // DecodeApplication decodes an Application.
