@@ -4,8 +4,8 @@ package deploy
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
