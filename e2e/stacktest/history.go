@@ -112,9 +112,8 @@ func (h *History) fail(err error) {
 const catchUpTimeout = 30 * time.Second
 
 // Of returns the recorded versions of the named object, oldest first, up to at least the
-// version a read returns now: a watch event may trail a read (on a loaded machine the watch
-// cache delivers it hundreds of milliseconds later), and the version the test just waited for
-// must be among them.
+// version a read returns now: a watch event may trail a read (reads go to etcd, watch events
+// through the watch cache), and the version the test just waited for must be among them.
 func (h *History) Of(t *testing.T, name string) []Recorded {
 	t.Helper()
 	h.catchUp(t, name)

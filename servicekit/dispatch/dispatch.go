@@ -190,13 +190,13 @@ func (d *Dispatcher) keepAlive(msg jetstream.Msg) (stop func()) {
 // handle runs the message's handler and answers JetStream. stop ends the message's heartbeat;
 // it is called once, before the answer, so no in-progress report follows it.
 func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
-	var h bus.Header
 	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivered, m.Sequence = md.NumDelivered, md.Sequence.Stream
 	}
 	log := logging.From(ctx).With().Str(logging.KeySubject, m.Subject).Uint64(logging.KeyDelivered, m.Delivered).Logger()
-	if err := json.Unmarshal(m.Data, &h); err != nil || h.Type == "" {
+	h, err := header(m.Data)
+	if err != nil {
 		stop()
 		log.Error().Err(err).Msg("drop undecodable message")
 		d.count("unknown", "term", m.Delivered, 0)
@@ -215,7 +215,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 	}
 	hctx := logging.Into(ctx, log)
 	start := time.Now()
-	err := safeCall(hctx, handler, m)
+	err = safeCall(hctx, handler, m)
 	elapsed := time.Since(start)
 	stop()
 	var notYet *NotYetError
@@ -243,6 +243,19 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 		_ = msg.NakWithDelay(delay)
 		d.count(h.Type, "nak", m.Delivered, elapsed)
 	}
+}
+
+// header decodes the bus.Header every message starts with; one without a type is not a bus
+// message.
+func header(data []byte) (bus.Header, error) {
+	var h bus.Header
+	if err := json.Unmarshal(data, &h); err != nil {
+		return h, err
+	}
+	if h.Type == "" {
+		return h, errors.New("no message type in its header")
+	}
+	return h, nil
 }
 
 // safeCall turns a handler panic into a retryable error, so one bad message cannot kill the

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -152,9 +151,9 @@ func Last(ctx context.Context, js jetstream.JetStream, stream, subject string) (
 	if err != nil {
 		return nil, fmt.Errorf("last message on %s in %s: %w", subject, stream, err)
 	}
-	var h bus.Header
-	if err := json.Unmarshal(raw.Data, &h); err != nil || h.Type == "" {
-		return nil, fmt.Errorf("last message on %s in %s (sequence %d) has no message header: %v", subject, stream, raw.Sequence, err)
+	h, err := header(raw.Data)
+	if err != nil {
+		return nil, fmt.Errorf("last message on %s in %s (sequence %d): %w", subject, stream, raw.Sequence, err)
 	}
 	return &Message{Subject: raw.Subject, Type: h.Type, ID: h.ID, Data: raw.Data, Delivered: 1, Sequence: raw.Sequence}, nil
 }
