@@ -271,7 +271,7 @@ func (p *costProbe) event(ctx context.Context) error {
 	_, err := p.kube.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: p.ro.GetName() + "."},
 		InvolvedObject: corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "RuntimeRollout", Name: p.ro.GetName(), UID: p.ro.GetUID()},
-		Reason:         "StepSucceeded", Message: "step " + p.next() + " succeeded", Type: corev1.EventTypeNormal,
+		Reason:         "RolloutSucceeded", Message: "rollout " + p.next() + ": 30 steps succeeded", Type: corev1.EventTypeNormal,
 		Source: corev1.EventSource{Component: "aicr-planner"},
 	}, metav1.CreateOptions{})
 	return err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
@@ -21,9 +22,9 @@ const (
 )
 
 // Event rate limits, per involved object and Event type (client-go's spam filter): a burst large
-// enough for a rollout's steps (each started and finished: two Events), then one every ten
-// seconds. client-go's default (25, then one per five minutes) silences a rollout of more than
-// a dozen steps half-way.
+// enough for a rollout whose every step needs a person (blocked, then failed, or each awaiting
+// approval), then one every ten seconds. client-go's default (25, then one per five minutes)
+// would silence such a rollout of more than a dozen steps half-way.
 const (
 	EventBurst = 128
 	EventQPS   = 1.0 / 10
@@ -79,13 +80,25 @@ func (c *Controller) rolloutEvent(r *v1alpha1.RuntimeRollout, ev rollout.Event) 
 	c.cfg.Recorder.Event(r, typ, ev.Reason, truncate(ev.Message))
 }
 
-// recordChanges records what a rollout status write changed: an Event on the rollout for each
-// step that started, succeeded, failed, blocked or awaits approval, and at the rollout's end an
-// Event on the rollout and on its runtime; and the step and rollout metrics.
+// recordChanges records what a rollout status write changed: a log line for each step that
+// started, succeeded, failed, blocked or awaits approval, and an Event on the rollout for those
+// a person may have to act on (rollout.StepNews); at the rollout's end an Event on the rollout
+// and on its runtime; and the step and rollout metrics.
 func (c *Controller) recordChanges(ctx context.Context, rt *v1alpha1.ClusterRuntime, before *v1alpha1.RuntimeRolloutStatus, after *v1alpha1.RuntimeRollout) {
 	c.cfg.Metrics.observeChanges(before, after)
+	log := logging.From(ctx)
 	for _, ch := range rollout.StepChanges(before, &after.Status) {
-		if ev, ok := rollout.StepEvent(ch, len(after.Status.Steps)); ok {
+		ev, routine, ok := rollout.StepNews(ch, len(after.Status.Steps))
+		if !ok {
+			continue
+		}
+		line := log.Info()
+		if ev.Warning {
+			line = log.Warn()
+		}
+		// The message names the release; the context's logger may already carry a release.
+		line.Str(logging.KeyStep, rollout.StepID(after.Name, ch.Step.Index)).Str(logging.KeyReason, ev.Reason).Msg(ev.Message)
+		if !routine {
 			c.rolloutEvent(after, ev)
 		}
 	}

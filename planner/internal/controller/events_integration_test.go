@@ -68,9 +68,10 @@ func (h *harness) waitEvents(kind, name string, uid types.UID, want map[string]i
 }
 
 // TestEventsOnRuntimeAndRollout proves the planner's Events through client-go's recorder on a
-// real API server: a step that started and succeeded, one that failed at its action timeout and
-// the rollout's end are Events on the RuntimeRollout, found as `kubectl describe` finds them (in
-// namespace default, from aicr-planner); the end and the creation are on the ClusterRuntime too;
+// real API server: a step that failed at its action timeout and the rollout's creation and end
+// are Events on the RuntimeRollout, found as `kubectl describe` finds them (in namespace
+// default, from aicr-planner), and a step that started and succeeded is none (routine news is
+// the planner's log, rollout.StepNews); the end and the creation are on the ClusterRuntime too;
 // and an Event repeated is one Event with a count, not two.
 func TestEventsOnRuntimeAndRollout(t *testing.T) {
 	h := newHarness(t)
@@ -102,8 +103,10 @@ func TestEventsOnRuntimeAndRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := h.waitEvents("RuntimeRollout", r.Name, r.UID, map[string]int{EventRolloutCreated: 1, rollout.EventStepStarted: 2,
-		rollout.EventStepSucceeded: 1, rollout.EventStepFailed: 1, v1alpha1.OutcomeFailed: 1})
+	evs := h.waitEvents("RuntimeRollout", r.Name, r.UID, map[string]int{EventRolloutCreated: 1,
+		rollout.EventStepFailed: 1, v1alpha1.OutcomeFailed: 1})
+	// The recorder sends a process's Events in the order they were recorded: the steps' starts
+	// and ev-a's success came before ev-b's failure.
 	for _, ev := range evs {
 		if ev.Namespace != metav1.NamespaceDefault || ev.Source.Component != EventComponent || ev.ReportingController != EventComponent {
 			t.Errorf("Event %s in %q from %q/%q, want namespace default from %s", ev.Reason, ev.Namespace, ev.Source.Component, ev.ReportingController, EventComponent)
@@ -113,10 +116,8 @@ func TestEventsOnRuntimeAndRollout(t *testing.T) {
 			if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "ev-b") {
 				t.Errorf("%s Event %s %q, want a Warning naming ev-b", ev.Reason, ev.Type, ev.Message)
 			}
-		case rollout.EventStepSucceeded:
-			if ev.Type != corev1.EventTypeNormal || !strings.HasPrefix(ev.Message, "step 1/2 ev-a (Install) succeeded in ") {
-				t.Errorf("StepSucceeded Event %s %q", ev.Type, ev.Message)
-			}
+		case rollout.EventStepStarted, rollout.EventStepSucceeded:
+			t.Errorf("%s Event %q: a step's start and success are logged, not recorded as Events", ev.Reason, ev.Message)
 		}
 	}
 	h.waitEvents("ClusterRuntime", h.name, got.UID, map[string]int{EventRolloutCreated: 1, v1alpha1.OutcomeFailed: 1})

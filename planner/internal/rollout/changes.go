@@ -9,6 +9,8 @@ import (
 
 // Event reasons the planner records on a RuntimeRollout (and, for the end, on its
 // ClusterRuntime), beside the outcome reasons (v1alpha1.Outcome*) of a rollout's end.
+// StepStarted and StepSucceeded are the reasons of a step's routine news (StepNews): the
+// planner logs them and records no Event.
 const (
 	EventStepStarted      = "StepStarted"
 	EventStepSucceeded    = "StepSucceeded"
@@ -56,10 +58,25 @@ type Event struct {
 	Message string
 }
 
-// StepEvent returns the Event a step change gets on its rollout, of steps steps: started,
-// succeeded, failed, blocked, awaiting approval. A step returning to Pending (an approval
-// given before the step could start) or resuming from Blocked gets none.
+// StepNews says what a step change of a rollout of steps steps is: started, succeeded,
+// failed, blocked, awaiting approval. A step returning to Pending (an approval given before
+// the step could start) or resuming from Blocked is no news. Routine news (a step started or
+// succeeded) is for the log: the rollout's status already shows it, and an Event per step
+// would double the planner's API requests per step. What a person may have to act on (a step
+// failed, blocked, or awaiting approval) is also an Event (StepEvent).
+func StepNews(ch StepChange, steps int) (ev Event, routine, ok bool) {
+	ev, ok = stepNews(ch, steps)
+	return ev, ok && (ev.Reason == EventStepStarted || ev.Reason == EventStepSucceeded), ok
+}
+
+// StepEvent returns the Event a step change gets on its rollout (StepNews that is not
+// routine).
 func StepEvent(ch StepChange, steps int) (Event, bool) {
+	ev, routine, ok := StepNews(ch, steps)
+	return ev, ok && !routine
+}
+
+func stepNews(ch StepChange, steps int) (Event, bool) {
 	s := ch.Step
 	name := fmt.Sprintf("step %d/%d %s (%s)", s.Index, steps, s.Release, s.Action)
 	switch s.State {

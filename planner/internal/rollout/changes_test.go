@@ -41,23 +41,28 @@ func TestStepChanges(t *testing.T) {
 	}
 }
 
-func TestStepEvent(t *testing.T) {
+// TestStepNews: every step change worth telling has its news; a step's start and success are
+// routine (logged), and only what a person may act on is an Event.
+func TestStepNews(t *testing.T) {
 	started, finished := metav1.NewTime(t0), metav1.NewTime(t0.Add(83*time.Second+400*time.Millisecond))
 	step := func(state v1alpha1.StepState, reason, msg string) v1alpha1.Step {
 		return v1alpha1.Step{Index: 3, Release: "gpu-operator", Action: v1alpha1.ActionUpgrade, State: state, Reason: reason, Message: msg,
 			StartedAt: &started, FinishedAt: &finished}
 	}
 	cases := map[string]struct {
-		ch   StepChange
-		want *Event
+		ch      StepChange
+		want    *Event
+		routine bool
 	}{
 		"started": {
-			ch:   StepChange{From: v1alpha1.StepPending, Step: step(v1alpha1.StepInProgress, "", "")},
-			want: &Event{Reason: EventStepStarted, Message: "step 3/9 gpu-operator (Upgrade) started"},
+			ch:      StepChange{From: v1alpha1.StepPending, Step: step(v1alpha1.StepInProgress, "", "")},
+			want:    &Event{Reason: EventStepStarted, Message: "step 3/9 gpu-operator (Upgrade) started"},
+			routine: true,
 		},
 		"succeeded, with its duration": {
-			ch:   StepChange{From: v1alpha1.StepInProgress, Step: step(v1alpha1.StepSucceeded, "", "")},
-			want: &Event{Reason: EventStepSucceeded, Message: "step 3/9 gpu-operator (Upgrade) succeeded in 1m23s"},
+			ch:      StepChange{From: v1alpha1.StepInProgress, Step: step(v1alpha1.StepSucceeded, "", "")},
+			want:    &Event{Reason: EventStepSucceeded, Message: "step 3/9 gpu-operator (Upgrade) succeeded in 1m23s"},
+			routine: true,
 		},
 		"failed": {
 			ch: StepChange{From: v1alpha1.StepInProgress, Step: step(v1alpha1.StepFailed, v1alpha1.ReasonRolloutFailed, "not ready within the action timeout 15m0s")},
@@ -77,15 +82,19 @@ func TestStepEvent(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ev, ok := StepEvent(tc.ch, 9)
+			ev, routine, ok := StepNews(tc.ch, 9)
+			recorded, isEvent := StepEvent(tc.ch, 9)
 			if tc.want == nil {
-				if ok {
-					t.Errorf("event %+v, want none", ev)
+				if ok || isEvent {
+					t.Errorf("news %+v, Event %+v (%v), want none", ev, recorded, isEvent)
 				}
 				return
 			}
-			if !ok || ev != *tc.want {
-				t.Errorf("event %+v (%v), want %+v", ev, ok, *tc.want)
+			if !ok || ev != *tc.want || routine != tc.routine {
+				t.Errorf("news %+v (%v, routine %v), want %+v (routine %v)", ev, ok, routine, *tc.want, tc.routine)
+			}
+			if isEvent == tc.routine || (isEvent && recorded != *tc.want) {
+				t.Errorf("Event %+v (%v), want one only for news that is not routine", recorded, isEvent)
 			}
 		})
 	}
