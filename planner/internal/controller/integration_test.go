@@ -113,12 +113,17 @@ func (h *harness) startPlanner() (stop func()) {
 
 // startPlannerWith runs a planner that pulls OCI bundles with bundles.
 func (h *harness) startPlannerWith(bundles BundlePuller) (stop func()) {
+	return h.startPlannerOn(bundles, h.kube, bus.NewPublisher(h.js, "planner"))
+}
+
+// startPlannerOn runs a planner writing through store and publishing through pub.
+func (h *harness) startPlannerOn(bundles BundlePuller, store Store, pub Publisher) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	ctx = logging.Into(ctx, log)
 	rec, stopEvents := NewRecorder(h.core, "planner-test")
 	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec, Bundles: bundles},
-		h.kube, bus.NewPublisher(h.js, "planner"))
+		store, pub)
 	cons, err := dispatch.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
 	if err != nil {
 		h.t.Fatal(err)

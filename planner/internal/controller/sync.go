@@ -32,7 +32,9 @@ type view struct {
 	at rollout.Position
 	// rollouts are the runtime's rollouts as listed, oldest first.
 	rollouts []v1alpha1.RuntimeRollout
-	in       status.Inputs
+	// ended are ended rollouts that do not carry their outcome label yet (labelEnded).
+	ended []*v1alpha1.RuntimeRollout
+	in    status.Inputs
 }
 
 // Sync reconciles one runtime, in phases a reader can follow top to bottom; each is a method
@@ -53,7 +55,9 @@ type view struct {
 //     (rollout.KeepsStalled); a runtime being deleted whose releases are all removed releases
 //     its finalizer (rollout.Removed);
 //  9. engineSuspension: every owned Application written with automated sync off or on;
-//  10. writeRuntimeStatus: the runtime's status and conditions, with an Event per transition.
+//  10. writeRuntimeStatus: the runtime's status and conditions, with an Event per transition;
+//  11. labelEnded: ended rollouts get their outcome label, after the runtime's status so that
+//     the label (a convenience for selectors) does not delay the runtime's Ready.
 //
 // It is idempotent: running it twice in a row publishes and writes nothing the second time.
 func (c *Controller) Sync(ctx context.Context, name string) error {
@@ -65,6 +69,16 @@ func (c *Controller) Sync(ctx context.Context, name string) error {
 	if v == nil || err != nil {
 		return err
 	}
+	err = c.syncRuntime(ctx, v)
+	// Labelled whatever the phases did: a rollout that ended stays ended.
+	if lerr := c.labelEnded(ctx, v); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// syncRuntime runs phases 2 to 10 of Sync.
+func (c *Controller) syncRuntime(ctx context.Context, v *view) error {
 	now := c.cfg.Clock.Now()
 	inflight, err := c.readRollouts(ctx, v, now)
 	if err != nil {
@@ -148,14 +162,12 @@ func (c *Controller) readRollouts(ctx context.Context, v *view, now time.Time) (
 	rollout.SortByCreation(rollouts)
 	v.rollouts = rollouts
 	for i := range rollouts {
-		if err := c.labelOutcome(ctx, &rollouts[i]); err != nil {
-			return nil, err
-		}
+		v.endedNow(&rollouts[i])
 	}
 	v.at = rollout.Adopt(rollouts, string(v.rt.UID), v.at)
 	inflight, extra := rollout.InFlight(rollouts, string(v.rt.UID))
 	for _, r := range extra {
-		if err := c.supersede(ctx, v.rt, r, inflight.Spec.ToDigest, now); err != nil {
+		if err := c.supersede(ctx, v, r, inflight.Spec.ToDigest, now); err != nil {
 			return nil, err
 		}
 	}
@@ -199,7 +211,7 @@ func (c *Controller) supersedeOrWait(ctx context.Context, v *view, inflight *v1a
 	case rollout.WaitForInFlight:
 		v.in.Waiting = waiting
 	case rollout.SupersedeInFlight:
-		if err := c.supersede(ctx, v.rt, inflight, newer, now); err != nil {
+		if err := c.supersede(ctx, v, inflight, newer, now); err != nil {
 			return nil, err
 		}
 		return nil, nil
@@ -247,19 +259,17 @@ func (c *Controller) advanceInFlight(ctx context.Context, v *view, inflight *v1a
 	if inflight == nil {
 		return nil, nil
 	}
-	inflight, err := c.initialize(ctx, v, inflight)
+	init, err := c.initialize(ctx, v, inflight)
 	if err != nil {
 		return nil, err
 	}
-	r, res, err := c.advanceFrom(ctx, v.rt, inflight.Name, inflight, nil)
+	r, res, err := c.advanceFrom(ctx, v.rt, inflight.Name, inflight, init)
 	if err != nil {
 		return nil, err
 	}
 	if res.Ended != "" {
 		c.rolloutEnded(ctx, v, r)
-		if err := c.labelOutcome(ctx, r); err != nil {
-			return nil, err
-		}
+		v.endedNow(r)
 	}
 	if !res.Wake.IsZero() {
 		c.queue.AddAfter(v.rt.Name, max(res.Wake.Sub(now), time.Millisecond))
@@ -353,7 +363,8 @@ func (c *Controller) resolve(ctx context.Context, v *view, now time.Time) *plan.
 		v.in.ResolveReason, v.in.ResolveMessage = cached.reason, cached.msg
 		return cached.plan
 	}
-	c.writeResolving(ctx, rt, now)
+	done := c.sayResolving(ctx, rt.Name)
+	defer done()
 	res := resolution{key: rkey}
 	data, found := cm.Data[key]
 	switch {
@@ -383,7 +394,8 @@ func (c *Controller) resolveOCI(ctx context.Context, v *view, now time.Time) *pl
 		return cached.plan
 	}
 	if cached.key != rkey {
-		c.writeResolving(ctx, rt, now)
+		done := c.sayResolving(ctx, rt.Name)
+		defer done()
 	}
 	res := resolution{key: rkey}
 	if c.cfg.Bundles == nil {
@@ -429,12 +441,35 @@ func (c *Controller) retryPullsNow() {
 	}
 }
 
-// writeResolving says Resolving while the plan is computed (large bundles take a moment).
-func (c *Controller) writeResolving(ctx context.Context, rt *v1alpha1.ClusterRuntime, now time.Time) {
-	_ = c.patchStatus(ctx, rt.Name, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
-		status.Apply(st, []metav1.Condition{{Type: v1alpha1.ConditionResolved, Status: metav1.ConditionFalse,
-			Reason: v1alpha1.ReasonResolving, Message: "computing the plan", ObservedGeneration: gen}}, now)
-	})
+// ResolvingAfter is how long the resolution of a new input (a large bundle, a registry pull)
+// runs before the runtime says Resolved=False/Resolving. A faster one is never reported as in
+// progress: nobody would see the condition, and its write would stand between a bundle change
+// and the rollout's first command.
+const ResolvingAfter = 250 * time.Millisecond
+
+// sayResolving writes Resolving once the resolution starting now has run for ResolvingAfter.
+// Call done when it ends: it stops the timer and waits for a write already started, so the
+// Resolving condition never lands after what the reconcile writes next.
+func (c *Controller) sayResolving(ctx context.Context, runtime string) (done func()) {
+	stop, finished := make(chan struct{}), make(chan struct{})
+	timer := c.cfg.Clock.NewTimer(ResolvingAfter)
+	go func() {
+		defer close(finished)
+		select {
+		case <-stop:
+			timer.Stop()
+		case <-timer.C():
+			now := c.cfg.Clock.Now()
+			_ = c.patchStatus(ctx, runtime, func(st *v1alpha1.ClusterRuntimeStatus, gen int64) {
+				status.Apply(st, []metav1.Condition{{Type: v1alpha1.ConditionResolved, Status: metav1.ConditionFalse,
+					Reason: v1alpha1.ReasonResolving, Message: "computing the plan", ObservedGeneration: gen}}, now)
+			})
+		}
+	}()
+	return func() {
+		close(stop)
+		<-finished
+	}
 }
 
 // planOf parses a bundle document and resolves it with the runtime's overrides and placement.
@@ -514,13 +549,16 @@ func (c *Controller) createRollout(ctx context.Context, rt *v1alpha1.ClusterRunt
 	return out, nil
 }
 
-// initialize fills a new rollout's steps (again after a crash between create and the first
-// status write: plan.Steps is deterministic) from what each release holds to the rollout's
-// plan: the active plan, except where a rollout since then that did not reach its plan moved a
-// release (rollout.Held); a release such a rollout left unsure gets a step whatever it holds.
-func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
+// initialize returns what fills a new rollout's steps (nil for a rollout whose steps are
+// filled): from what each release holds to the rollout's plan, the active plan, except where a
+// rollout since then that did not reach its plan moved a release (rollout.Held); a release such
+// a rollout left unsure gets a step whatever it holds. The steps are written by the same status
+// write that starts the first of them (advanceFrom), so a new rollout costs one write before
+// its first command; a crash before that write leaves the rollout without steps, and the next
+// reconcile fills them again (plan.Steps is deterministic).
+func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout) (func(*v1alpha1.RuntimeRollout), error) {
 	if r.Status.Phase != "" {
-		return r, nil
+		return nil, nil
 	}
 	from, err := c.loadPlan(ctx, r.Spec.FromDigest)
 	if err != nil {
@@ -550,27 +588,15 @@ func (c *Controller) initialize(ctx context.Context, v *view, r *v1alpha1.Runtim
 	if steps == nil {
 		steps = []v1alpha1.Step{}
 	}
-	var out *v1alpha1.RuntimeRollout
-	err = retryConflict(func() error {
-		cur, err := c.store.GetRollout(ctx, r.Name)
-		if err != nil {
-			return err
-		}
-		if cur.Status.Phase != "" {
-			out = cur
-			return nil
-		}
-		rollout.Initialize(cur, steps)
-		out, err = c.store.UpdateRolloutStatus(ctx, cur)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("initialize rollout %s: %w", r.Name, err)
-	}
-	return out, nil
+	// Each attempt of the write (a conflict reads the rollout again) gets its own copy; one
+	// already filled (by an earlier planner) is left as it is.
+	return func(cur *v1alpha1.RuntimeRollout) {
+		rollout.Initialize(cur, slices.Clone(steps))
+	}, nil
 }
 
-func (c *Controller) supersede(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, newer string, now time.Time) error {
+func (c *Controller) supersede(ctx context.Context, v *view, r *v1alpha1.RuntimeRollout, newer string, now time.Time) error {
+	rt := v.rt
 	var out *v1alpha1.RuntimeRollout
 	var before *v1alpha1.RuntimeRolloutStatus
 	done := false
@@ -592,7 +618,25 @@ func (c *Controller) supersede(ctx context.Context, rt *v1alpha1.ClusterRuntime,
 	}
 	if done {
 		c.recordChanges(ctx, rt, before, out)
-		return c.labelOutcome(ctx, out)
+		v.endedNow(out)
+	}
+	return nil
+}
+
+// endedNow keeps r for labelEnded when it ended without its outcome label.
+func (v *view) endedNow(r *v1alpha1.RuntimeRollout) {
+	if r.Status.Outcome != "" && r.Labels[v1alpha1.LabelOutcome] != r.Status.Outcome {
+		v.ended = append(v.ended, r)
+	}
+}
+
+// labelEnded sets the outcome label of every rollout endedNow kept. A failure is returned (the
+// runtime is reconciled again, and its next listing finds the rollout unlabelled).
+func (c *Controller) labelEnded(ctx context.Context, v *view) error {
+	for _, r := range v.ended {
+		if err := c.labelOutcome(ctx, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
