@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -146,17 +147,29 @@ func BenchmarkIdleRSS(b *testing.B) {
 	}
 }
 
+// compareDir names a folder of another build's planner, applier and readiness (make
+// bench-compare BASE=<commit> builds one) for BenchmarkRolloutOverhead30 to measure beside
+// bin/'s.
+var compareDir = flag.String("bench.compare", "", "a folder of another build's planner, applier and readiness binaries: BenchmarkRolloutOverhead30 measures them beside bin/'s, alternating, and reports the paired ratio")
+
 // BenchmarkRolloutOverhead30 creates the ClusterRuntime for a 30-release bundle while the fake
 // Argo CD writes every status at once (an install, not measured), then changes the values of
 // every release reps times and reports the wall time from each bundle change to Ready=True at
 // the new plan: all of it is the operator's own (planner, applier, readiness, NATS and the API
 // server round trips).
+//
+// With -bench.compare each repetition rolls out once with bin/'s binaries and once with the
+// folder's, in alternating order, each after an unmeasured rollout that follows the switch of
+// binaries. The machine's speed drifts over minutes (the same requests have cost the API
+// server 1.8 times the CPU half an hour apart), so runs of one build against runs of another
+// mostly compare two moments; the two rollouts of a repetition share one, and the median of
+// their ratios is what the change did.
 func BenchmarkRolloutOverhead30(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for b.Loop() {
 		// Started by BenchmarkIdleRSS in a full run; started here when run alone (-bench Overhead).
-		for _, bin := range []string{"planner", "applier", "readiness"} {
+		for _, bin := range rolloutBinaries {
 			if h.procs[bin] == nil {
 				if _, err := h.start(ctx, bin, bin); err != nil {
 					b.Fatal(err)
@@ -169,56 +182,64 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		bundle := overheadBundle(0)
-		if err := applyBundle(ctx, bundle); err != nil {
+		rev := 0
+		rollout := func() {
+			b.Helper()
+			bundle := overheadBundle(rev)
+			rev++
+			if err := applyBundle(ctx, bundle); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := waitRolledOut(ctx, digestOf(b, bundle)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := applyBundle(ctx, overheadBundle(rev)); err != nil {
 			b.Fatal(err)
 		}
 		if err := createRuntime(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := waitRolledOut(ctx, digestOf(b, bundle)); err != nil {
+		if _, err := waitRolledOut(ctx, digestOf(b, overheadBundle(rev))); err != nil {
 			b.Fatal(err)
 		}
-		var s benchstat.Series
+		rev++
+		var s, base, ratios benchstat.Series
 		var cpuNames []string
-		for rep := 1; rep <= *reps; rep++ {
-			bundle := overheadBundle(rep)
-			cpu := newCPUMeter()
-			reqs := apiRequests(ctx)
-			start := time.Now()
-			if err := applyBundle(ctx, bundle); err != nil {
-				b.Fatal(err)
+		if *compareDir == "" {
+			for range *reps {
+				cpuNames = measureOverhead(ctx, b, overheadBundle(rev), &s)
+				rev++
 			}
-			at, err := waitRolledOut(ctx, digestOf(b, bundle))
-			if err != nil {
-				b.Fatal(err)
-			}
-			s.Add("ms", ms(at.Sub(start)))
-			cpuNames = cpu.used().addPerStep(&s, overheadReleases)
-			addRequestsPerStep(&s, reqs, apiRequests(ctx), overheadReleases)
-			first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, "svc-00", metav1.GetOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			rolloutName, _, _ := strings.Cut(first.Annotations[v1alpha1.AnnotationStep], "/")
-			fake, err := argo.syncTime(rolloutName, overheadReleases)
-			if err != nil {
-				b.Fatal(err)
-			}
-			s.Add("fake-ms", ms(fake))
-			s.Add("operator-ms", ms(at.Sub(start)-fake))
-			advs, err := argo.advances(rolloutName, overheadReleases)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, x := range hops {
-				var sum time.Duration
-				for _, a := range advs {
-					sum += x.f(a)
+		} else {
+			ours := h.binDir
+			for i := range *reps {
+				order := []string{ours, *compareDir}
+				if i%2 == 1 {
+					slices.Reverse(order)
 				}
-				s.Add(x.name, ms(sum))
+				for _, dir := range order {
+					if err := h.useBinaries(ctx, dir); err != nil {
+						b.Fatal(err)
+					}
+					rollout() // not measured: the restarted binaries' first
+					into := &s
+					if dir != ours {
+						into = &base
+					}
+					cpuNames = measureOverhead(ctx, b, overheadBundle(rev), into)
+					rev++
+				}
+				ratios.Add("operator-ms", s.Last("operator-ms")/base.Last("operator-ms"))
+				ratios.Add("cpu", s.Last("cpu")/base.Last("cpu"))
+			}
+			if err := h.useBinaries(ctx, ours); err != nil {
+				b.Fatal(err)
 			}
 		}
+		// The benchmarks after this one start from the bundle of revision reps.
+		rev = *reps
+		rollout()
 		d := s.Get("ms")
 		b.ReportMetric(d.Median, "ms")
 		op := s.Get("operator-ms")
@@ -234,7 +255,75 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 		results.info("  the 29 advances summed (ms): readiness / planner / applier hops", strings.Join(parts, " / "))
 		results.info("  CPU per release (ms), median: "+strings.Join(cpuNames, " / "), s.Medians("%.1f", " / ", cpuKeys(cpuNames)...))
 		results.info("  API requests per release, median", requestsLine(&s))
+		if *compareDir == "" {
+			continue
+		}
+		other := compareLabel(*compareDir)
+		results.info("  compared with "+other+", each repetition a rollout of each: bin/'s overhead; CPU per release in all",
+			op.Format("%.0f", "ms")+"; "+s.Get("cpu").Format("%.1f", "ms"))
+		results.info("  "+other+"'s overhead; CPU per release in all",
+			base.Get("operator-ms").Format("%.0f", "ms")+"; "+base.Get("cpu").Format("%.1f", "ms"))
+		results.info("  "+other+"'s API requests per release, median", requestsLine(&base))
+		results.info("  paired ratio, bin/ over "+other+" (the two rollouts of a repetition): overhead; CPU per release in all",
+			ratios.Get("operator-ms").Format("%.3f", "×")+"; "+ratios.Get("cpu").Format("%.3f", "×"))
 	}
+}
+
+// compareLabel names a -bench.compare folder: the commit hack/bench-base.sh names it after
+// (shortened), else the folder.
+func compareLabel(dir string) string {
+	base := filepath.Base(dir)
+	if len(base) == 40 && strings.Trim(base, "0123456789abcdef") == "" {
+		return "commit " + base[:7]
+	}
+	return dir
+}
+
+// measureOverhead changes the runtime's bundle to bundle (every release's values changed) and
+// adds to s what the rollout took: the wall time to Ready=True at the new plan ("ms"), the fake
+// Argo CD's share ("fake-ms") and the rest ("operator-ms"), each process's CPU and all of it
+// ("cpu") per release, the API requests per release, and the hops of the 29 advances summed.
+// It returns the names of the processes whose CPU it measured.
+func measureOverhead(ctx context.Context, b *testing.B, bundle *plan.Bundle, s *benchstat.Series) []string {
+	b.Helper()
+	cpu := newCPUMeter()
+	reqs := apiRequests(ctx)
+	start := time.Now()
+	if err := applyBundle(ctx, bundle); err != nil {
+		b.Fatal(err)
+	}
+	at, err := waitRolledOut(ctx, digestOf(b, bundle))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Add("ms", ms(at.Sub(start)))
+	used := cpu.used()
+	cpuNames := used.addPerStep(s, overheadReleases)
+	s.Add("cpu", float64(used.total()*10)/overheadReleases)
+	addRequestsPerStep(s, reqs, apiRequests(ctx), overheadReleases)
+	first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, "svc-00", metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rolloutName, _, _ := strings.Cut(first.Annotations[v1alpha1.AnnotationStep], "/")
+	fake, err := argo.syncTime(rolloutName, overheadReleases)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Add("fake-ms", ms(fake))
+	s.Add("operator-ms", ms(at.Sub(start)-fake))
+	advs, err := argo.advances(rolloutName, overheadReleases)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, x := range hops {
+		var sum time.Duration
+		for _, a := range advs {
+			sum += x.f(a)
+		}
+		s.Add(x.name, ms(sum))
+	}
+	return cpuNames
 }
 
 // BenchmarkStepAdvance adds a chain of 210 releases (each depends on the previous) to the
@@ -978,6 +1067,15 @@ func (m *cpuMeter) used() cpuUse {
 		u.ticks = append(u.ticks, t-m.start[i])
 	}
 	return u
+}
+
+// total is the clock ticks of every process together.
+func (u cpuUse) total() int64 {
+	var n int64
+	for _, t := range u.ticks {
+		n += t
+	}
+	return n
 }
 
 // addPerStep records each process's CPU milliseconds per step (a clock tick is 10 ms) in s as

@@ -302,6 +302,30 @@ func (h *harness) stop(name string) error {
 	}
 }
 
+// rolloutBinaries are the binaries a rollout runs through.
+var rolloutBinaries = []string{"planner", "applier", "readiness"}
+
+// useBinaries restarts the rolloutBinaries from dir when they run from another folder; every
+// later start uses dir too. A binary of another build that does not take the flags this
+// harness passes exits at once, and the error says so with its log's last lines.
+func (h *harness) useBinaries(ctx context.Context, dir string) error {
+	if h.binDir == dir {
+		return nil
+	}
+	for _, bin := range rolloutBinaries {
+		if err := h.stop(bin); err != nil {
+			return err
+		}
+	}
+	h.binDir = dir
+	for _, bin := range rolloutBinaries {
+		if _, err := h.start(ctx, bin, bin); err != nil {
+			return fmt.Errorf("start %s from %s: %w", bin, dir, err)
+		}
+	}
+	return nil
+}
+
 // operatorIdentities are the service accounts of the five binaries, as the chart passes them.
 func operatorIdentities() string {
 	return strings.Join(v1alpha1.OperatorIdentities(operatorNamespace), ",")

@@ -74,6 +74,15 @@ func (s *Series) Add(name string, v float64) {
 	s.vals[name] = append(s.vals[name], v)
 }
 
+// Last returns name's latest value (0 when it has none).
+func (s *Series) Last(name string) float64 {
+	vs := s.vals[name]
+	if len(vs) == 0 {
+		return 0
+	}
+	return vs[len(vs)-1]
+}
+
 // Get summarises name's values.
 func (s *Series) Get(name string) Summary { return Summarize(s.vals[name]) }
 

@@ -83,4 +83,8 @@ func TestSeries(t *testing.T) {
 	if got := s.Get("absent"); got.N != 0 {
 		t.Fatalf("absent = %+v", got)
 	}
+	// Last is the repetition just added (a paired ratio divides two of them), not the median.
+	if got, absent := s.Last("p50"), s.Last("absent"); got != 20 || absent != 0 {
+		t.Fatalf("Last(p50), Last(absent) = %v, %v; want 20, 0", got, absent)
+	}
 }
