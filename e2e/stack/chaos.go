@@ -316,6 +316,16 @@ func (s *Stack) startNATSProcesses(ctx context.Context, bin string) error {
 	return nil
 }
 
+// newProxyOnFreePort is NewProxy on a port of testenv.FreePort, so that it cannot take one of the
+// ports handed out to the nodes before they bind them (a port of 127.0.0.1:0 can be one).
+func newProxyOnFreePort(backend string) (*Proxy, error) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return NewProxy("127.0.0.1:"+strconv.Itoa(port), backend)
+}
+
 // configureNATSCluster writes a config file per node: the stack's bus (TLS, the binaries'
 // identities; nats.go) with a cluster block. Each node listens for clients and routes on ports of
 // its own; clients reach node i only through its client Proxy, and node i reaches node j only
@@ -342,7 +352,7 @@ func (s *Stack) configureNATSCluster(bin string) error {
 	}
 	var urls []string
 	for _, n := range names {
-		client, err := NewProxy("127.0.0.1:0", "127.0.0.1:"+strconv.Itoa(p[n].client))
+		client, err := newProxyOnFreePort("127.0.0.1:" + strconv.Itoa(p[n].client))
 		if err != nil {
 			return err
 		}
@@ -355,7 +365,7 @@ func (s *Stack) configureNATSCluster(bin string) error {
 			if to == from {
 				continue
 			}
-			r, err := NewProxy("127.0.0.1:0", "127.0.0.1:"+strconv.Itoa(p[to].route))
+			r, err := newProxyOnFreePort("127.0.0.1:" + strconv.Itoa(p[to].route))
 			if err != nil {
 				return err
 			}
@@ -402,6 +412,11 @@ func (s *Stack) StartNATS(ctx context.Context, name string) error {
 	return s.waitNATS(ctx, name)
 }
 
+// natsBindTries is how many times a node that exits at start because one of its ports was taken
+// is started again on the same ports (they are written into its peers' proxies and configs): a
+// port held by another program's short connection is free again a moment later.
+const natsBindTries = 5
+
 func (s *Stack) spawnNATS(name string) error {
 	n, err := s.natsNode(name)
 	if err != nil {
@@ -410,7 +425,27 @@ func (s *Stack) spawnNATS(name string) error {
 	return s.spawn(name, n.args, nil)
 }
 
+// waitNATS waits until the node name is healthy, starting it again when it exited because a port
+// of its was taken (natsBindTries in all).
 func (s *Stack) waitNATS(ctx context.Context, name string) error {
+	for try := 1; ; try++ {
+		err := s.waitNATSOnce(ctx, name)
+		if err == nil || !addrInUse(err) || try == natsBindTries {
+			return err
+		}
+		fmt.Fprintf(s.log, "stack: %s could not bind a port (try %d of %d), starting it again\n", name, try, natsBindTries)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (after: %w)", ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		if err := s.spawnNATS(name); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Stack) waitNATSOnce(ctx context.Context, name string) error {
 	n, err := s.natsNode(name)
 	if err != nil {
 		return err
@@ -421,7 +456,7 @@ func (s *Stack) waitNATS(ctx context.Context, name string) error {
 	return testenv.WaitFor(ctx, natsReadyTimeout, name+" ready", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
-			return false, fmt.Errorf("%s exited: see %s", name, s.LogPath(name))
+			return false, testenv.Permanent(s.exitedError(name))
 		default:
 		}
 		return httpOK(ctx, n.health), nil

@@ -352,7 +352,7 @@ func (s *Stack) StartBinary(ctx context.Context, name string) error {
 	err = testenv.WaitFor(ctx, 2*time.Minute, name+" ready", func(ctx context.Context) (bool, error) {
 		select {
 		case <-exited:
-			return false, fmt.Errorf("%s exited: see %s", name, s.LogPath(name))
+			return false, testenv.Permanent(s.exitedError(name))
 		default:
 		}
 		return httpOK(ctx, url), nil
@@ -362,6 +362,28 @@ func (s *Stack) StartBinary(ctx context.Context, name string) error {
 	}
 	fmt.Fprintf(s.log, "stack: %s ready (pid %d, log %s)\n", name, cmd.Process.Pid, s.LogPath(name))
 	return nil
+}
+
+// exitLogLines is how much of a process's log the error of a start that failed quotes: the
+// folder with the log is gone once the test has ended.
+const exitLogLines = 30
+
+// exitedError says that the process name exited before it was ready, how, and how its log ends.
+func (s *Stack) exitedError(name string) error {
+	return &exitedError{name: name, status: s.ExitStatus(name), log: s.LogPath(name), tail: string(testenv.TailFile(s.LogPath(name), exitLogLines))}
+}
+
+type exitedError struct{ name, status, log, tail string }
+
+func (e *exitedError) Error() string {
+	return fmt.Sprintf("%s exited before it was ready (%s); the last lines of %s:\n%s", e.name, e.status, e.log, e.tail)
+}
+
+// addrInUse reports whether err is a process's exit at start because a port it was given was
+// taken by then (by another program's connection or listener).
+func addrInUse(err error) bool {
+	var e *exitedError
+	return errors.As(err, &e) && strings.Contains(e.tail, "address already in use")
 }
 
 // spawn starts a process of the stack named name with its output appended to its log, in its

@@ -428,7 +428,7 @@ func (e *Env) launch(ctx context.Context, spec procSpec, timeout time.Duration, 
 func (e *Env) waitReady(ctx context.Context, p *proc, ready func(context.Context) (bool, error), timeout time.Duration) error {
 	return WaitFor(ctx, timeout, p.spec.name+" ready", func(ctx context.Context) (bool, error) {
 		if p.exited() {
-			return false, permanent(p.exitError())
+			return false, Permanent(p.exitError())
 		}
 		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		defer cancel()
@@ -441,7 +441,7 @@ func (e *Env) writePIDs() error { return writePIDs(filepath.Join(e.Dir, pidsFile
 // dumpLogs writes the tail of every process's log to w.
 func (e *Env) dumpLogs(w io.Writer) {
 	for _, p := range e.Processes() {
-		fmt.Fprintf(w, "----- testenv: last %d lines of %s (%s) -----\n%s", logTailLines, p.Name, p.Log, tailFile(p.Log, logTailLines))
+		fmt.Fprintf(w, "----- testenv: last %d lines of %s (%s) -----\n%s", logTailLines, p.Name, p.Log, TailFile(p.Log, logTailLines))
 	}
 }
 

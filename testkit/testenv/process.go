@@ -85,7 +85,7 @@ func (p *proc) exited() bool {
 // exitError describes how the process ended, with a hint when it could not bind its port.
 func (p *proc) exitError() error {
 	err := fmt.Errorf("%s exited: %v", p.spec.name, p.waitErr)
-	if bytes.Contains(tailFile(p.logPath, logTailLines), []byte("address already in use")) {
+	if bytes.Contains(TailFile(p.logPath, logTailLines), []byte("address already in use")) {
 		return fmt.Errorf("%w (%w)", err, errAddrInUse)
 	}
 	return err
@@ -250,8 +250,9 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// tailFile returns the last n lines of path (nil if it cannot be read).
-func tailFile(path string, n int) []byte {
+// TailFile returns the last n lines of path (nil if it cannot be read): what a start failure
+// quotes of a process's log.
+func TailFile(path string, n int) []byte {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil

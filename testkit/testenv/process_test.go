@@ -104,7 +104,7 @@ func TestStopEndsTheWholeProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Errorf("child %d of the process group survived stop: %v", child, err)
 	}
-	if !strings.Contains(string(tailFile(p.logPath, 5)), "### ") {
+	if !strings.Contains(string(TailFile(p.logPath, 5)), "### ") {
 		t.Errorf("log %s lacks the command header", p.logPath)
 	}
 }
@@ -150,10 +150,10 @@ func TestTailFileKeepsTheLastLines(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(tailFile(path, 3)), "line 97\nline 98\nline 99\n"; got != want {
+	if got, want := string(TailFile(path, 3)), "line 97\nline 98\nline 99\n"; got != want {
 		t.Errorf("tail = %q, want %q", got, want)
 	}
-	if tailFile(filepath.Join(t.TempDir(), "missing"), 3) != nil {
+	if TailFile(filepath.Join(t.TempDir(), "missing"), 3) != nil {
 		t.Error("tail of a missing file is not nil")
 	}
 }

@@ -48,9 +48,10 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 }
 
 // permanentError ends a WaitFor at once (a process that exited will not become ready).
+// Permanent makes one: a condition returns it for a state that waiting cannot change.
 type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-func permanent(err error) error { return &permanentError{err: err} }
+func Permanent(err error) error { return &permanentError{err: err} }

@@ -43,7 +43,7 @@ func TestWaitForStopsAtOnceOnAPermanentError(t *testing.T) {
 	exited := errors.New("etcd exited: exit status 1")
 	start := time.Now()
 	err := WaitFor(context.Background(), time.Minute, "etcd ready", func(context.Context) (bool, error) {
-		return false, permanent(exited)
+		return false, Permanent(exited)
 	})
 	if !errors.Is(err, exited) {
 		t.Errorf("WaitFor = %v, want it to wrap %v", err, exited)
