@@ -255,6 +255,7 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 		results.info("  the 29 advances summed (ms): readiness / planner / applier hops", strings.Join(parts, " / "))
 		results.info("  CPU per release (ms), median: "+strings.Join(cpuNames, " / "), s.Medians("%.1f", " / ", cpuKeys(cpuNames)...))
 		results.info("  API requests per release, median", requestsLine(&s))
+		results.info("  the API server's time per request (ms, median of each run's mean; its request-duration histogram)", requestTimesLine(&s))
 		if *compareDir == "" {
 			continue
 		}
@@ -411,6 +412,7 @@ func BenchmarkStepAdvance(b *testing.B) {
 		results.info(fmt.Sprintf("%d-step chain rollout, bundle change to Ready", chainReleases), s.Get("total-s").Format("%.1f", "s"))
 		results.info("  CPU per step (ms), median: "+strings.Join(cpuNames, " / "), s.Medians("%.1f", " / ", cpuKeys(cpuNames)...))
 		results.info("  API requests per step, median", requestsLine(&s))
+		results.info("  the API server's time per request (ms, median of each run's mean; its request-duration histogram)", requestTimesLine(&s))
 		results.info(fmt.Sprintf("  RuntimeRollout size per write, mean of the first / last %d writes of the chain (largest)", sizeWindow),
 			s.Get("rollout-start-kib").Format("%.1f", "")+" / "+s.Get("rollout-end-kib").Format("%.1f", "KiB")+" ("+s.Get("rollout-max-kib").Format("%.1f", "KiB")+")")
 		results.info("  bytes the planner wrote per step (every object it writes during the chain)",
@@ -1117,67 +1119,54 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// apiRequests reads the API server's apiserver_request_total, summed by resource and verb.
-func apiRequests(ctx context.Context) map[string]float64 {
+// apiRequests reads the API server's request counters and request times (benchstat.APIRequests).
+func apiRequests(ctx context.Context) benchstat.APIRequests {
 	raw, err := h.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return nil
+		return benchstat.ParseAPIRequests(nil)
 	}
-	out := map[string]float64{}
-	for _, l := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(l, "apiserver_request_total{") {
-			continue
-		}
-		labels, val, ok := strings.Cut(strings.TrimPrefix(l, "apiserver_request_total{"), "} ")
-		if !ok {
-			continue
-		}
-		var resource, sub, verb string
-		for _, kv := range strings.Split(labels, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			v = strings.Trim(v, `"`)
-			switch k {
-			case "resource":
-				resource = v
-			case "subresource":
-				sub = v
-			case "verb":
-				verb = v
-			}
-		}
-		if sub != "" {
-			resource += "/" + sub
-		}
-		var n float64
-		fmt.Sscanf(val, "%g", &n)
-		out[verb+" "+resource] += n
-	}
-	return out
+	return benchstat.ParseAPIRequests(raw)
 }
 
 // addRequestsPerStep records the difference of two apiRequests readings per step in s: the
 // total as "req", each verb and resource of at least a tenth of a request per step as
-// "req:<verb> <resource>".
-func addRequestsPerStep(s *benchstat.Series, before, after map[string]float64, steps int) {
+// "req:<verb> <resource>", and the API server's mean time for each of those as
+// "ms:<verb> <resource>".
+func addRequestsPerStep(s *benchstat.Series, before, after benchstat.APIRequests, steps int) {
 	var total float64
-	keys := make([]string, 0, len(after))
-	for k := range after {
+	keys := make([]string, 0, len(after.Count))
+	for k := range after.Count {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		d := (after[k] - before[k]) / float64(steps)
+		d := (after.Count[k] - before.Count[k]) / float64(steps)
 		total += d
-		if d >= 0.1 {
-			s.Add("req:"+k, d)
+		if d < 0.1 {
+			continue
+		}
+		s.Add("req:"+k, d)
+		if m, ok := benchstat.MeanMillis(before, after, k); ok {
+			s.Add("ms:"+k, m)
 		}
 	}
 	s.Add("req", total)
 }
 
-// requestsLine is the median requests per step in all, then of each verb and resource, largest
-// first.
-func requestsLine(s *benchstat.Series) string {
+// requestTimesLine is the API server's median time per request (its mean over a repetition) of
+// the verbs and resources of requestsLine, most frequent first.
+func requestTimesLine(s *benchstat.Series) string {
+	var parts []string
+	for _, k := range byFrequency(s) {
+		if slices.Contains(s.Names(), "ms:"+k) {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, s.Get("ms:"+k).Median))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// byFrequency is the verbs and resources of s's "req:" figures, most requests first.
+func byFrequency(s *benchstat.Series) []string {
 	type kv struct {
 		k string
 		v float64
@@ -1194,9 +1183,19 @@ func requestsLine(s *benchstat.Series) string {
 		}
 		return strings.Compare(a.k, b.k)
 	})
+	keys := make([]string, len(all))
+	for i, x := range all {
+		keys[i] = x.k
+	}
+	return keys
+}
+
+// requestsLine is the median requests per step in all, then of each verb and resource, largest
+// first.
+func requestsLine(s *benchstat.Series) string {
 	parts := []string{s.Get("req").Format("%.1f", "in all")}
-	for _, x := range all {
-		parts = append(parts, fmt.Sprintf("%s %.1f", x.k, x.v))
+	for _, k := range byFrequency(s) {
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, s.Get("req:"+k).Median))
 	}
 	return strings.Join(parts, ", ")
 }
