@@ -1129,9 +1129,9 @@ func apiRequests(ctx context.Context) benchstat.APIRequests {
 }
 
 // addRequestsPerStep records the difference of two apiRequests readings per step in s: the
-// total as "req", each verb and resource of at least a tenth of a request per step as
-// "req:<verb> <resource>", and the API server's mean time for each of those as
-// "ms:<verb> <resource>".
+// total as "req", each verb and resource requested in the run as "req:<verb> <resource>" (read
+// with GetCounted, so that a kind's median is over every run, not only the runs that made it),
+// and the API server's mean time for each of those as "ms:<verb> <resource>".
 func addRequestsPerStep(s *benchstat.Series, before, after benchstat.APIRequests, steps int) {
 	var total float64
 	keys := make([]string, 0, len(after.Count))
@@ -1141,10 +1141,10 @@ func addRequestsPerStep(s *benchstat.Series, before, after benchstat.APIRequests
 	slices.Sort(keys)
 	for _, k := range keys {
 		d := (after.Count[k] - before.Count[k]) / float64(steps)
-		total += d
-		if d < 0.1 {
+		if d <= 0 {
 			continue
 		}
+		total += d
 		s.Add("req:"+k, d)
 		if m, ok := benchstat.MeanMillis(before, after, k); ok {
 			s.Add("ms:"+k, m)
@@ -1152,6 +1152,10 @@ func addRequestsPerStep(s *benchstat.Series, before, after benchstat.APIRequests
 	}
 	s.Add("req", total)
 }
+
+// minRequestsShown is the fewest requests per step of a kind, at the median, that the request
+// lines print.
+const minRequestsShown = 0.1
 
 // requestTimesLine is the API server's median time per request (its mean over a repetition) of
 // the verbs and resources of requestsLine, most frequent first.
@@ -1165,7 +1169,8 @@ func requestTimesLine(s *benchstat.Series) string {
 	return strings.Join(parts, ", ")
 }
 
-// byFrequency is the verbs and resources of s's "req:" figures, most requests first.
+// byFrequency is the verbs and resources of s's "req:" figures of at least minRequestsShown
+// at the median, most requests first.
 func byFrequency(s *benchstat.Series) []string {
 	type kv struct {
 		k string
@@ -1174,7 +1179,9 @@ func byFrequency(s *benchstat.Series) []string {
 	var all []kv
 	for _, n := range s.Names() {
 		if k, ok := strings.CutPrefix(n, "req:"); ok {
-			all = append(all, kv{k, s.Get(n).Median})
+			if m := s.GetCounted(n, s.Get("req").N).Median; m >= minRequestsShown {
+				all = append(all, kv{k, m})
+			}
 		}
 	}
 	slices.SortFunc(all, func(a, b kv) int {
@@ -1195,7 +1202,7 @@ func byFrequency(s *benchstat.Series) []string {
 func requestsLine(s *benchstat.Series) string {
 	parts := []string{s.Get("req").Format("%.1f", "in all")}
 	for _, k := range byFrequency(s) {
-		parts = append(parts, fmt.Sprintf("%s %.1f", k, s.Get("req:"+k).Median))
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, s.GetCounted("req:"+k, s.Get("req").N).Median))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -86,6 +86,17 @@ func (s *Series) Last(name string) float64 {
 // Get summarises name's values.
 func (s *Series) Get(name string) Summary { return Summarize(s.vals[name]) }
 
+// GetCounted summarises name's values as a count made in each of n repetitions, zero in each
+// that added none: a kind of request made in one run of three has the median 0, not that
+// run's count.
+func (s *Series) GetCounted(name string, n int) Summary {
+	vs := slices.Clone(s.vals[name])
+	for len(vs) < n {
+		vs = append(vs, 0)
+	}
+	return Summarize(vs)
+}
+
 // Names lists the names in the order they were first added.
 func (s *Series) Names() []string { return slices.Clone(s.names) }
 

@@ -88,3 +88,19 @@ func TestSeries(t *testing.T) {
 		t.Fatalf("Last(p50), Last(absent) = %v, %v; want 20, 0", got, absent)
 	}
 }
+
+// A count made in one repetition of three is not the median of three.
+func TestGetCountedHasZeroForTheRepetitionsWithout(t *testing.T) {
+	var s Series
+	s.Add("req:GET applications", 1.0)
+	if got := s.GetCounted("req:GET applications", 3); got.Median != 0 || got.Max != 1 || got.N != 3 {
+		t.Errorf("GetCounted = %+v, want median 0, max 1 over 3", got)
+	}
+	s.Add("req:GET applications", 2.0)
+	if got := s.GetCounted("req:GET applications", 3).Median; got != 1 {
+		t.Errorf("median of 1, 2 and a missing 0 = %v, want 1", got)
+	}
+	if got := s.GetCounted("req:never", 3); got.Median != 0 || got.N != 3 {
+		t.Errorf("GetCounted of a name never added = %+v, want three zeros", got)
+	}
+}
