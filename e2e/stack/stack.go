@@ -383,7 +383,7 @@ func (e *exitedError) Error() string {
 // taken by then (by another program's connection or listener).
 func addrInUse(err error) bool {
 	var e *exitedError
-	return errors.As(err, &e) && strings.Contains(e.tail, "address already in use")
+	return errors.As(err, &e) && testenv.AddrInUse([]byte(e.tail))
 }
 
 // spawn starts a process of the stack named name with its output appended to its log, in its

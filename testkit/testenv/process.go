@@ -85,10 +85,16 @@ func (p *proc) exited() bool {
 // exitError describes how the process ended, with a hint when it could not bind its port.
 func (p *proc) exitError() error {
 	err := fmt.Errorf("%s exited: %v", p.spec.name, p.waitErr)
-	if bytes.Contains(TailFile(p.logPath, logTailLines), []byte("address already in use")) {
+	if AddrInUse(TailFile(p.logPath, logTailLines)) {
 		return fmt.Errorf("%w (%w)", err, errAddrInUse)
 	}
 	return err
+}
+
+// AddrInUse reports whether the end of a process's log says it could not bind a port because
+// something else held it: the start failure worth another try.
+func AddrInUse(logTail []byte) bool {
+	return bytes.Contains(logTail, []byte("address already in use"))
 }
 
 // errAddrInUse marks a start failure caused by a port taken between FreePort and the bind; Start
