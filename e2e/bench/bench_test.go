@@ -270,6 +270,18 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 	}
 }
 
+// rolloutOf is the rollout that last wrote the Application app: the first part of its step
+// annotation (<rollout>/<step>).
+func rolloutOf(ctx context.Context, b *testing.B, app string) string {
+	b.Helper()
+	a, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, app, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	name, _, _ := strings.Cut(a.Annotations[v1alpha1.AnnotationStep], "/")
+	return name
+}
+
 // compareLabel names a -bench.compare folder: the commit hack/bench-base.sh names it after
 // (shortened), else the folder.
 func compareLabel(dir string) string {
@@ -304,11 +316,7 @@ func measureOverhead(ctx context.Context, b *testing.B, bundle *plan.Bundle, s *
 	cpuNames := used.addPerStep(s, overheadReleases)
 	s.Add("cpu", float64(used.total()*10)/overheadReleases)
 	addRequestsPerStep(s, reqs, apiRequests(ctx), overheadReleases)
-	first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, "svc-00", metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rolloutName, _, _ := strings.Cut(first.Annotations[v1alpha1.AnnotationStep], "/")
+	rolloutName := rolloutOf(ctx, b, "svc-00")
 	fake, err := argo.syncTime(rolloutName, overheadReleases)
 	if err != nil {
 		b.Fatal(err)
@@ -372,12 +380,7 @@ func BenchmarkStepAdvance(b *testing.B) {
 			s.Add("planner-writes-per-step", float64(n)/chainReleases)
 			cpuNames = cpu.used().addPerStep(&s, chainReleases)
 			addRequestsPerStep(&s, reqs, apiRequests(ctx), chainReleases)
-			first, err := h.argo.ArgoprojV1alpha1().Applications(engineNamespace).Get(ctx, chainName(0), metav1.GetOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			rolloutName, _, _ := strings.Cut(first.Annotations[v1alpha1.AnnotationStep], "/")
-			advs, err := argo.advances(rolloutName, chainReleases)
+			advs, err := argo.advances(rolloutOf(ctx, b, chainName(0)), chainReleases)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -1161,48 +1164,47 @@ const minRequestsShown = 0.1
 // the verbs and resources of requestsLine, most frequent first.
 func requestTimesLine(s *benchstat.Series) string {
 	var parts []string
-	for _, k := range byFrequency(s) {
-		if slices.Contains(s.Names(), "ms:"+k) {
-			parts = append(parts, fmt.Sprintf("%s %.1f", k, s.Get("ms:"+k).Median))
+	for _, r := range byFrequency(s) {
+		if t := s.Get("ms:" + r.kind); t.N > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", r.kind, t.Median))
 		}
 	}
 	return strings.Join(parts, ", ")
 }
 
-// byFrequency is the verbs and resources of s's "req:" figures of at least minRequestsShown
-// at the median, most requests first.
-func byFrequency(s *benchstat.Series) []string {
-	type kv struct {
-		k string
-		v float64
-	}
-	var all []kv
+// requestKind is a verb and resource of s's "req:" figures and its median requests per step
+// over every repetition.
+type requestKind struct {
+	kind   string
+	median float64
+}
+
+// byFrequency is the kinds of request of at least minRequestsShown per step at the median,
+// most requests first.
+func byFrequency(s *benchstat.Series) []requestKind {
+	var all []requestKind
 	for _, n := range s.Names() {
 		if k, ok := strings.CutPrefix(n, "req:"); ok {
 			if m := s.GetCounted(n, s.Get("req").N).Median; m >= minRequestsShown {
-				all = append(all, kv{k, m})
+				all = append(all, requestKind{k, m})
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b kv) int {
-		if c := cmp.Compare(b.v, a.v); c != 0 {
+	slices.SortFunc(all, func(a, b requestKind) int {
+		if c := cmp.Compare(b.median, a.median); c != 0 {
 			return c
 		}
-		return strings.Compare(a.k, b.k)
+		return strings.Compare(a.kind, b.kind)
 	})
-	keys := make([]string, len(all))
-	for i, x := range all {
-		keys[i] = x.k
-	}
-	return keys
+	return all
 }
 
 // requestsLine is the median requests per step in all, then of each verb and resource, largest
 // first.
 func requestsLine(s *benchstat.Series) string {
 	parts := []string{s.Get("req").Format("%.1f", "in all")}
-	for _, k := range byFrequency(s) {
-		parts = append(parts, fmt.Sprintf("%s %.1f", k, s.GetCounted("req:"+k, s.Get("req").N).Median))
+	for _, r := range byFrequency(s) {
+		parts = append(parts, fmt.Sprintf("%s %.1f", r.kind, r.median))
 	}
 	return strings.Join(parts, ", ")
 }
