@@ -58,6 +58,14 @@ const (
 // with their min and max, and a verdict only from at least benchstat.MinReps.
 var reps = flag.Int("bench.reps", benchstat.MinReps, "repetitions of each figure (at least 3 for a verdict)")
 
+// auditOn turns on the API server's audit log (level Metadata, blocking: each request's event
+// is written before it is answered), from which BenchmarkRolloutOverhead30 splits each advance
+// at the operator's two writes (benchstat.Advances).
+var auditOn = flag.Bool("bench.audit", false, "log every request in the API server's audit log and split the 30-release overhead's advances by it (an audit write per request: run the overhead alone)")
+
+// auditPath is the audit log of the API server when -bench.audit is set, else "".
+var auditPath string
+
 var readinessOnly = flag.String("bench.readiness", "", "run only BenchmarkReadiness10000's variant whose label starts with this (small, GPU)")
 
 // readinessMemLimit is GOMEMLIMIT for BenchmarkReadiness10000's readiness processes only (the API
@@ -81,13 +89,23 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL: AICR_BIN_DIR must name the folder make build fills (bin/)")
 		return 1
 	}
-	env, err := testenv.Start(testenv.Options{SkipApplicationSetCRD: true})
+	flag.Parse()
+	opts := testenv.Options{SkipApplicationSetCRD: true}
+	if *auditOn {
+		args, path, err := auditArgs()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+			return 1
+		}
+		opts.APIServerArgs, auditPath = args, path
+		defer os.RemoveAll(filepath.Dir(path))
+	}
+	env, err := testenv.Start(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1
 	}
 	defer env.Stop()
-	flag.Parse()
 	results = &report{benchstat.NewReport("aicr-operator performance (make bench)")}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -256,6 +274,10 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 		results.info("  CPU per release (ms), median: "+strings.Join(cpuNames, " / "), s.Medians("%.1f", " / ", cpuKeys(cpuNames)...))
 		results.info("  API requests per release, median", requestsLine(&s))
 		results.info("  the API server's time per request (ms, median of each run's mean; its request-duration histogram)", requestTimesLine(&s))
+		if auditPath != "" {
+			results.info("  an advance by the API server's audit log (-bench.audit), ms, median of each run's mean: the fake's status write answered → the planner's rollout write received (readiness, NATS, planner) / that write / → the applier's apply received (NATS, applier) / the apply / → the fake's next write received (the watch, the fake) = in all",
+				s.Medians("%.2f", " / ", auditSpans...)+" = "+s.Get("audit-total").Format("%.1f", "")+"; advances found per run "+s.Get("audit-n").Format("%.0f", "")+", the applier's reads in them per run "+s.Get("audit-reads").Format("%.0f", ""))
+		}
 		if *compareDir == "" {
 			continue
 		}
@@ -323,6 +345,9 @@ func measureOverhead(ctx context.Context, b *testing.B, bundle *plan.Bundle, s *
 	}
 	s.Add("fake-ms", ms(fake))
 	s.Add("operator-ms", ms(at.Sub(start)-fake))
+	if auditPath != "" {
+		addAuditedAdvances(b, s, start, at)
+	}
 	advs, err := argo.advances(rolloutName, overheadReleases)
 	if err != nil {
 		b.Fatal(err)
@@ -1236,4 +1261,74 @@ func upstreamApplication(app *argoapp.Application) (*argov1alpha1.Application, e
 		return nil, fmt.Errorf("decode application %s: %w", app.Name, err)
 	}
 	return &out, nil
+}
+
+// fakeArgoCDAgent is the user agent of the fake Argo CD's writes: it writes through the
+// harness's client, whose configuration testenv made.
+const fakeArgoCDAgent = "aicr-testenv"
+
+// auditSpans are the series names of an audited advance's parts, in the order of
+// benchstat.AdvanceSpans.
+var auditSpans = []string{"audit-to-write", "audit-write", "audit-to-apply", "audit-apply", "audit-to-engine"}
+
+// auditArgs writes an audit policy (every request on an object at level Metadata, one event
+// per request) into a folder of its own and returns the kube-apiserver flags that log to a
+// file beside it, and that file's path.
+func auditArgs() ([]string, string, error) {
+	dir, err := os.MkdirTemp("", "aicr-bench-audit-")
+	if err != nil {
+		return nil, "", err
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	const rules = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  verbs: ["watch", "list"]
+- level: None
+  nonResourceURLs: ["*"]
+- level: Metadata
+`
+	if err := os.WriteFile(policy, []byte(rules), 0o644); err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, "audit.log")
+	return []string{"--audit-policy-file=" + policy, "--audit-log-path=" + path, "--audit-log-mode=blocking", "--audit-log-format=json"}, path, nil
+}
+
+// addAuditedAdvances adds to s the mean of each part of the advances the audit log holds
+// between start and end (one rollout), how many it found, and the applier's reads in them.
+func addAuditedAdvances(b *testing.B, s *benchstat.Series, start, end time.Time) {
+	b.Helper()
+	f, err := os.Open(auditPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	events, err := benchstat.ParseAudit(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	advs := benchstat.Advances(events, benchstat.AdvanceAgents{Engine: fakeArgoCDAgent, Planner: "aicr-operator/planner", Applier: "aicr-operator/applier"}, start, end)
+	if len(advs) == 0 {
+		b.Fatalf("the audit log %s holds no advance between %s and %s", auditPath, start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+	}
+	var sums [5]time.Duration
+	var total time.Duration
+	reads := 0
+	for _, a := range advs {
+		for i, d := range []time.Duration{a.ToRolloutWrite, a.RolloutWrite, a.ToApply, a.Apply, a.ToEngine} {
+			sums[i] += d
+		}
+		total += a.Total()
+		reads += a.Reads
+	}
+	n := time.Duration(len(advs))
+	for i, name := range auditSpans {
+		s.Add(name, ms(sums[i]/n))
+	}
+	s.Add("audit-total", ms(total/n))
+	s.Add("audit-n", float64(len(advs)))
+	s.Add("audit-reads", float64(reads))
 }
