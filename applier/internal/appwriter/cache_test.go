@@ -3,6 +3,7 @@ package appwriter
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -179,5 +180,66 @@ func TestApplyDeletedBetweenReadAndWriteIsChanged(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{applyVerb, applyVerb}, verbs(h.apps.writes())); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+}
+
+// TestApplyFromCacheSameSecondAsksOnlyTheRollout: when the cached Application was last written
+// by another rollout's step of the same second, the writer asks whether the command's rollout
+// ended and, while it runs, writes with the cached copy's resourceVersion: no GET of the
+// Application. A stale copy costs a conflict and a fresh decision; an ended rollout is
+// confirmed on a fresh read before the command is called Outdated.
+func TestApplyFromCacheSameSecondAsksOnlyTheRollout(t *testing.T) {
+	const name = "gpu-operator"
+	other := func(c *bus.ApplyCommand) {
+		c.Step = bus.StepRef{Rollout: "r-other", Index: 1, ID: "r-other/1", Started: testStarted.Add(200 * time.Millisecond)}
+		c.Header.ID = "r-other/1/1"
+	}
+	tests := map[string]struct {
+		stale       bool
+		ended       bool
+		wantGets    int
+		wantReads   int
+		wantWrites  []string
+		wantOutcome string
+	}{
+		"the command's rollout runs: one rollout read, no GET": {
+			wantReads: 1, wantWrites: []string{applyVerb, mergeVerb}, wantOutcome: bus.OutcomeRefreshed,
+		},
+		"a stale copy: the guarded write conflicts, and the decision is made again": {
+			stale: true, wantGets: 1, wantReads: 2, wantWrites: []string{applyVerb, applyVerb, mergeVerb}, wantOutcome: bus.OutcomeRefreshed,
+		},
+		"the command's rollout ended: confirmed on a fresh read, nothing written": {
+			ended: true, wantGets: 1, wantReads: 2, wantOutcome: bus.OutcomeOutdated,
+		},
+	}
+	for tn, tc := range tests {
+		t.Run(tn, func(t *testing.T) {
+			h, c, gets := cachedHarness(t)
+			if res := h.apply(t, applyCmd(h.plan, name, 1, other)); res.Outcome != bus.OutcomeWritten {
+				t.Fatalf("the other rollout's write: %s (%s)", res.Outcome, res.Message)
+			}
+			c[name] = h.apps.live(name)
+			if tc.stale {
+				h.apps.update(name, func(a *argoapp.Application) { a.Status.Health.Status = argoapp.HealthStatusHealthy })
+			}
+			if tc.ended {
+				h.rollouts.ended[testRollout] = v1alpha1.PhaseFailed
+			}
+			*gets = 0
+			h.rollouts.reads = nil
+			h.apps.writes()
+			res := h.apply(t, applyCmd(h.plan, name, 2, func(c *bus.ApplyCommand) {
+				c.Step.Started = testStarted.Add(700 * time.Millisecond)
+			}))
+			if res.Outcome != tc.wantOutcome {
+				t.Errorf("outcome %s (%s), want %s", res.Outcome, res.Message, tc.wantOutcome)
+			}
+			if *gets != tc.wantGets || len(h.rollouts.reads) != tc.wantReads {
+				t.Errorf("%d GETs of the Application and rollout reads %v; want %d and %d", *gets, h.rollouts.reads, tc.wantGets, tc.wantReads)
+			}
+			if diff := cmp.Diff(tc.wantWrites, verbs(h.apps.writes())); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

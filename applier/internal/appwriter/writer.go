@@ -244,7 +244,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	if live != nil {
 		outdated, sameSecond := outdatedBy(live.Annotations, cmd.Step)
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
-			hasResourcesFinalizer(live) || outdated != "" || sameSecond
+			hasResourcesFinalizer(live) || outdated != ""
 		if refused && fromCache {
 			return nil, errStale
 		}
@@ -252,9 +252,18 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 		}
 		if sameSecond {
+			// Asked of the API server, whatever the read: while the command's rollout runs no
+			// later rollout has written the Application, so a cached copy older than the live
+			// one changes nothing here, and the write below, guarded by the copy's
+			// resourceVersion, conflicts and is decided again on a fresh read. (Rollouts that
+			// follow each other within a second, as in make bench, meet this on every few
+			// steps: one read, not an Application's GET before it.)
 			var err error
 			if outdated, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep]); err != nil {
 				return nil, err
+			}
+			if outdated != "" && fromCache {
+				return nil, errStale
 			}
 		}
 		if outdated != "" {
