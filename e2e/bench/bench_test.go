@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/aicr-run/aicr-operator/e2e/benchstat"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
@@ -1263,10 +1264,6 @@ func upstreamApplication(app *argoapp.Application) (*argov1alpha1.Application, e
 	return &out, nil
 }
 
-// fakeArgoCDAgent is the user agent of the fake Argo CD's writes: it writes through the
-// harness's client, whose configuration testenv made.
-const fakeArgoCDAgent = "aicr-testenv"
-
 // auditSpans are the series names of an audited advance's parts, in the order of
 // benchstat.AdvanceSpans.
 var auditSpans = []string{"audit-to-write", "audit-write", "audit-to-apply", "audit-apply", "audit-to-engine"}
@@ -1310,7 +1307,10 @@ func addAuditedAdvances(b *testing.B, s *benchstat.Series, start, end time.Time)
 	if err != nil {
 		b.Fatal(err)
 	}
-	advs := benchstat.Advances(events, benchstat.AdvanceAgents{Engine: fakeArgoCDAgent, Planner: "aicr-operator/planner", Applier: "aicr-operator/applier"}, start, end)
+	advs := benchstat.Advances(events, benchstat.AdvanceAgents{
+		// The fake Argo CD writes through the harness's client, whose configuration testenv made.
+		Engine: testenv.UserAgent, Planner: service.UserAgent("planner"), Applier: service.UserAgent("applier"),
+	}, start, end)
 	if len(advs) == 0 {
 		b.Fatalf("the audit log %s holds no advance between %s and %s", auditPath, start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
 	}

@@ -171,8 +171,12 @@ func newLogger(o Options, name string, out *os.File) (zerolog.Logger, error) {
 	return l, nil
 }
 
+// UserAgent is the user agent of a binary's API clients ("aicr-operator/planner"): what the
+// API server's audit log and request logs name it by.
+func UserAgent(binary string) string { return "aicr-operator/" + binary }
+
 // KubeConfig loads a kubeconfig file, or the in-cluster configuration when path is empty, and
-// sets the client's rate limits and user agent.
+// sets the client's rate limits and user agent (UserAgent of userAgent).
 func KubeConfig(path string, qps float64, burst int, userAgent string) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
@@ -189,7 +193,7 @@ func KubeConfig(path string, qps float64, burst int, userAgent string) (*rest.Co
 	}
 	cfg.QPS = float32(qps)
 	cfg.Burst = burst
-	cfg.UserAgent = "aicr-operator/" + userAgent
+	cfg.UserAgent = UserAgent(userAgent)
 	return cfg, nil
 }
 

@@ -9,6 +9,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
+// UserAgent is the user agent of the environment's clients (Env.Config and the clients made
+// from it).
+const UserAgent = "aicr-testenv"
+
 // The names inside the generated kubeconfig.
 const (
 	kubeconfigContext = "aicr-testenv"
@@ -59,6 +63,6 @@ func restConfig(server string, p *pki) *rest.Config {
 		},
 		QPS:       clientQPS,
 		Burst:     clientBurst,
-		UserAgent: "aicr-testenv",
+		UserAgent: UserAgent,
 	}
 }
