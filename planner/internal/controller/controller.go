@@ -192,7 +192,7 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 			},
 		}},
 		{cms, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueueConfigMap, UpdateFunc: func(_, o any) { c.enqueueConfigMap(o) }, DeleteFunc: c.enqueueConfigMap,
+			AddFunc: c.configMapChanged, UpdateFunc: func(_, o any) { c.configMapChanged(o) }, DeleteFunc: c.enqueueConfigMap,
 		}},
 	}
 	for _, h := range handlers {
@@ -264,6 +264,37 @@ func (c *Controller) enqueueRollout(obj any) {
 	if r, ok := obj.(*v1alpha1.RuntimeRollout); ok && r.Spec.Runtime != "" {
 		c.queue.Add(r.Spec.Runtime)
 	}
+}
+
+// configMapChanged reacts to a ConfigMap of the operator namespace created or changed, except
+// the planner's own writes (ownRecord): those are not news to it.
+func (c *Controller) configMapChanged(obj any) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok && c.ownRecord(cm) {
+		return
+	}
+	c.enqueueConfigMap(obj)
+}
+
+// ownRecord reports whether a ConfigMap created or changed is one whose appearance decides
+// nothing: a rollout's steps ConfigMap (immutable, created by a planner just before the
+// rollout write that relies on it, whose own event queues the runtime), or a plan this planner
+// already holds (it stored or read that plan; a plan it does not hold, one restored after it
+// was lost, still queues every runtime). Reacting to them ran a whole reconcile for each, five
+// per 30-step rollout, each a status write of the runtime under the runtime's lock that the
+// next verdict waited for. Their deletion is still news (enqueueConfigMap).
+func (c *Controller) ownRecord(cm *corev1.ConfigMap) bool {
+	switch cm.Labels[v1alpha1.LabelRole] {
+	case v1alpha1.StepsRoleValue:
+		return true
+	case v1alpha1.PlanRoleValue:
+		digest := cm.Annotations[v1alpha1.AnnotationPlanDigest]
+		if digest == "" {
+			return false
+		}
+		_, held := c.plans.Cached(digest)
+		return held
+	}
+	return false
 }
 
 // enqueueConfigMap reacts to plan and bundle ConfigMaps in the operator namespace: a bundle

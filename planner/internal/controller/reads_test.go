@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -17,6 +18,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/rolloutsteps"
 )
 
 // readCountingStore counts the reads of rollouts.
@@ -278,5 +280,64 @@ func TestAKeptVerdictNoteTouchesNothingOfItsHandler(t *testing.T) {
 	}
 	if !c.notes.oldest(r.Name).IsZero() {
 		t.Fatal("the note is still kept after a write carried it")
+	}
+}
+
+// The planner's own ConfigMaps are not news to it: a rollout's steps ConfigMap, or a plan it
+// holds, created or changed queues no reconcile (each was a reconcile and a runtime status
+// write under the runtime's lock, five per 30-step rollout). A bundle, a plan it does not hold
+// (one restored after it was lost) and any deletion still queue every runtime.
+func TestOwnConfigMapsQueueNoReconcile(t *testing.T) {
+	c := New(Config{Name: "planner", Namespace: "aicr-system"}, &memStore{}, &countingPublisher{})
+	t.Cleanup(c.queue.ShutDown)
+	c.names = func() []string { return []string{"cluster"} }
+	held, err := plan.Resolve(chainBundle(2), plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.plans.Add(held); err != nil {
+		t.Fatal(err)
+	}
+	other, err := plan.Resolve(chainBundle(3), plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planCM := func(p *plan.Plan) *corev1.ConfigMap {
+		cm, err := p.ConfigMap("aicr-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	_, _, r := chainRollout(t, 2)
+	r.UID = "r1"
+	stepsCM, err := rolloutsteps.ConfigMap(r, "aicr-system", rolloutsteps.DefinitionsName(r), r.Status.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "aicr-bundle", Namespace: "aicr-system"}}
+	for _, tc := range []struct {
+		name   string
+		event  func(any)
+		cm     *corev1.ConfigMap
+		queued int
+	}{
+		{"steps ConfigMap created", c.configMapChanged, stepsCM, 0},
+		{"held plan created", c.configMapChanged, planCM(held), 0},
+		{"plan not held created", c.configMapChanged, planCM(other), 1},
+		{"bundle changed", c.configMapChanged, bundle, 1},
+		{"steps ConfigMap deleted", c.enqueueConfigMap, stepsCM, 1},
+		{"held plan deleted", c.enqueueConfigMap, planCM(held), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.event(tc.cm)
+			if n := c.queue.Len(); n != tc.queued {
+				t.Fatalf("%d runtimes queued, want %d", n, tc.queued)
+			}
+			for c.queue.Len() > 0 {
+				key, _ := c.queue.Get()
+				c.queue.Done(key)
+			}
+		})
 	}
 }
