@@ -42,10 +42,11 @@ const (
 )
 
 var (
-	reps   = flag.Int("bench.reps", benchstat.MinReps, "repetitions of each scenario, for the operator and for the floor")
-	st     *stack.Stack
-	w      *watcher
-	report *benchstat.Report
+	reps     = flag.Int("bench.reps", benchstat.MinReps, "repetitions of each scenario, for the operator and for the floor")
+	timeline = flag.Bool("bench.timeline", false, "print each run's timeline to standard error: for every Application, ms from the run's start to its last dependency ready, to it seen, to its sync running and to it ready")
+	st       *stack.Stack
+	w        *watcher
+	report   *benchstat.Report
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -585,9 +586,37 @@ func collect(cs []stack.ExampleComponent, start, end time.Time) (measured, error
 		}
 	}
 	m.firstSync, m.lastReady, m.firstVisible = first.Sub(start), last.Sub(start), firstSeen.Sub(start)
+	if *timeline {
+		printTimeline(cs, start, end)
+	}
 	m.syncsPerApp = float64(syncs) / float64(len(cs))
 	m.operations = float64(ops) / float64(len(cs))
 	return m, nil
+}
+
+// printTimeline writes one run's timeline to standard error (-bench.timeline), in the order of
+// cs: where a run loses time beside its figures' medians.
+func printTimeline(cs []stack.ExampleComponent, start, end time.Time) {
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", ms(t.Sub(start)))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "timeline (ms from the start; the run ended at %s):\n", at(end))
+	fmt.Fprintf(&b, "  %-40s %10s %8s %8s %8s\n", "application", "deps ready", "seen", "syncing", "ready")
+	for _, c := range cs {
+		a, _ := w.get(c.Name)
+		var depReady time.Time
+		for _, d := range c.DependsOn {
+			if da, ok := w.get(d); ok && da.ready.After(depReady) {
+				depReady = da.ready
+			}
+		}
+		fmt.Fprintf(&b, "  %-40s %10s %8s %8s %8s\n", c.Name, at(depReady), at(a.created), at(a.syncRunning), at(a.ready))
+	}
+	fmt.Fprint(os.Stderr, b.String())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
