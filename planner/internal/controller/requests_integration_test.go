@@ -55,7 +55,7 @@ func (s journalStore) UpdateRuntime(ctx context.Context, rt *v1alpha1.ClusterRun
 }
 
 func (s journalStore) UpdateRuntimeStatus(ctx context.Context, rt *v1alpha1.ClusterRuntime) (*v1alpha1.ClusterRuntime, error) {
-	s.j.add("runtime status")
+	s.j.add("runtime status %s", rt.Status.ActivePlan)
 	return s.Store.UpdateRuntimeStatus(ctx, rt)
 }
 
@@ -161,10 +161,11 @@ func TestARolloutsStartAndEndCostFewWrites(t *testing.T) {
 		return r.Labels[v1alpha1.LabelOutcome] == v1alpha1.OutcomeSucceeded
 	})
 	end := j.since(mark)
-	// The first runtime status after the last verdict is the one that says Ready (the one
-	// before the rollout's end would have been a progress refresh, which the waits above
-	// leave no room for); the rollout's end is written before it, the label after.
-	runtimeAt, labelAt := slices.Index(end, "runtime status"), slices.Index(end, "update rollout")
+	// The runtime status that makes the new plan active is the one that says Ready at it: the
+	// rollout's end is written just before it, the label after. A progress refresh of the
+	// runtime, queued by an earlier rollout event and on a slow machine still on its way when
+	// the second command is seen, may come before the rollout's end; it is not at the new plan.
+	runtimeAt, labelAt := slices.Index(end, "runtime status "+upgraded.Status.ActivePlan), slices.Index(end, "update rollout")
 	if runtimeAt < 1 || end[runtimeAt-1] != "rollout status" || labelAt < runtimeAt {
 		t.Fatalf("from the last verdict to the outcome label the planner did\n  %s\nwant the rollout's status, then the runtime's, then the label", strings.Join(end, "\n  "))
 	}
