@@ -552,6 +552,9 @@ func collect(cs []stack.ExampleComponent, start, end time.Time) (measured, error
 	m := measured{total: end.Sub(start)}
 	var first, last, firstSeen time.Time
 	var syncs, ops int
+	var tl strings.Builder // -bench.timeline: where a run loses time beside its figures' medians
+	fmt.Fprintf(&tl, "timeline (ms from the start; the run ended at %.0f):\n", ms(end.Sub(start)))
+	fmt.Fprintf(&tl, "  %-40s %10s %8s %8s %8s\n", "application", "deps ready", "seen", "syncing", "ready")
 	for _, c := range cs {
 		a, ok := w.get(c.Name)
 		if !ok || a.ready.IsZero() || a.syncRunning.IsZero() {
@@ -584,39 +587,27 @@ func collect(cs []stack.ExampleComponent, start, end time.Time) (measured, error
 			m.edges = append(m.edges, a.syncRunning.Sub(depReady))
 			m.visible = append(m.visible, a.created.Sub(depReady))
 		}
+		timelineRow(&tl, c.Name, start, depReady, a)
 	}
 	m.firstSync, m.lastReady, m.firstVisible = first.Sub(start), last.Sub(start), firstSeen.Sub(start)
 	if *timeline {
-		printTimeline(cs, start, end)
+		fmt.Fprint(os.Stderr, tl.String())
 	}
 	m.syncsPerApp = float64(syncs) / float64(len(cs))
 	m.operations = float64(ops) / float64(len(cs))
 	return m, nil
 }
 
-// printTimeline writes one run's timeline to standard error (-bench.timeline), in the order of
-// cs: where a run loses time beside its figures' medians.
-func printTimeline(cs []stack.ExampleComponent, start, end time.Time) {
+// timelineRow is one Application's line of a run's timeline (-bench.timeline): ms from the
+// run's start to its last dependency ready, to it seen, to its sync running and to it ready.
+func timelineRow(b *strings.Builder, name string, start, depReady time.Time, a seen) {
 	at := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
 		}
 		return fmt.Sprintf("%.0f", ms(t.Sub(start)))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "timeline (ms from the start; the run ended at %s):\n", at(end))
-	fmt.Fprintf(&b, "  %-40s %10s %8s %8s %8s\n", "application", "deps ready", "seen", "syncing", "ready")
-	for _, c := range cs {
-		a, _ := w.get(c.Name)
-		var depReady time.Time
-		for _, d := range c.DependsOn {
-			if da, ok := w.get(d); ok && da.ready.After(depReady) {
-				depReady = da.ready
-			}
-		}
-		fmt.Fprintf(&b, "  %-40s %10s %8s %8s %8s\n", c.Name, at(depReady), at(a.created), at(a.syncRunning), at(a.ready))
-	}
-	fmt.Fprint(os.Stderr, b.String())
+	fmt.Fprintf(b, "  %-40s %10s %8s %8s %8s\n", name, at(depReady), at(a.created), at(a.syncRunning), at(a.ready))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
