@@ -374,10 +374,8 @@ func TestRolloutThroughTheBus(t *testing.T) {
 	got = h.waitRuntime("runtime rolled out to the second plan", func(rt *v1alpha1.ClusterRuntime) bool {
 		return condReason(rt, v1alpha1.ConditionReady) == v1alpha1.ReasonRolledOut && rt.Status.ActivePlan != firstDigest
 	})
-	r, err := h.kube.GetRollout(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The outcome label is written after the runtime's Ready (it does not delay it).
+	r := h.waitRollout(name, func(r *v1alpha1.RuntimeRollout) bool { return r.Labels[v1alpha1.LabelOutcome] != "" })
 	if r.Labels[v1alpha1.LabelOutcome] != v1alpha1.OutcomeSucceeded || r.Spec.FromDigest != firstDigest || r.Spec.ToDigest != got.Status.ActivePlan {
 		t.Errorf("rollout %s: outcome label %q, from %s, to %s", name, r.Labels[v1alpha1.LabelOutcome], r.Spec.FromDigest, r.Spec.ToDigest)
 	}

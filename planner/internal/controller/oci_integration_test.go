@@ -141,10 +141,10 @@ func TestOCIBundleSource(t *testing.T) {
 	got = h.waitRuntime("RolledOut at the new digest's plan", func(rt *v1alpha1.ClusterRuntime) bool {
 		return condReason(rt, v1alpha1.ConditionReady) == v1alpha1.ReasonRolledOut && rt.Status.ActivePlan != first
 	})
-	r, err := h.kube.GetRollout(ctx, got.Status.Rollout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The outcome label is written after the runtime's Ready (it does not delay it).
+	r := h.waitRollout(got.Status.Rollout, func(r *v1alpha1.RuntimeRollout) bool {
+		return r.Labels[v1alpha1.LabelOutcome] != ""
+	})
 	if r.Spec.FromDigest != first || r.Spec.ToDigest != got.Status.ActivePlan || r.Labels[v1alpha1.LabelOutcome] != v1alpha1.OutcomeSucceeded {
 		t.Fatalf("rollout %s from %s to %s (%s); want from %s to %s, succeeded", r.Name, r.Spec.FromDigest, r.Spec.ToDigest,
 			r.Labels[v1alpha1.LabelOutcome], first, got.Status.ActivePlan)

@@ -181,17 +181,20 @@ func upTo(entries []string, prefix string) []string {
 	return entries
 }
 
-// waitRollout waits until the rollout name satisfies cond.
-func (h *harness) waitRollout(name string, cond func(r *v1alpha1.RuntimeRollout) bool) {
+// waitRollout waits until the rollout name satisfies cond and returns it as read then.
+func (h *harness) waitRollout(name string, cond func(r *v1alpha1.RuntimeRollout) bool) *v1alpha1.RuntimeRollout {
 	h.t.Helper()
+	var seen *v1alpha1.RuntimeRollout
 	err := testenv.WaitFor(context.Background(), statusTimeout, "rollout "+name, func(ctx context.Context) (bool, error) {
 		r, err := h.kube.GetRollout(ctx, name)
 		if err != nil {
 			return false, err
 		}
+		seen = r
 		return cond(r), nil
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return seen
 }
