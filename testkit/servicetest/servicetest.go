@@ -10,19 +10,23 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aicr-run/aicr-operator/testkit/freeport"
 )
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// FreeAddr returns a loopback address with a port that was free a moment ago, drawn where the
+// kernel does not hand ports out by itself: an httptest server or an outgoing connection
+// started after this call cannot take it (package freeport).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Loopback()
 	if err != nil {
-		t.Fatalf("listen: %v", err)
+		t.Fatalf("free port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // FakeAPIServer serves h as the API server until the test ends and returns the path of a
