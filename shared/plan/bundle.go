@@ -416,6 +416,26 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
+// decodeOrderedObject is decodeObject for Resolve: every mapping an *object (object.go). d is
+// kept for all of a bundle's values.
+func decodeOrderedObject(d *fastDecoder, raw []byte) (*object, error) {
+	v, err := d.decodeOrdered(raw)
+	if err != nil {
+		if v, err = decodeValue(raw); err != nil {
+			return nil, err
+		}
+		v = ordered(v)
+	}
+	switch t := v.(type) {
+	case nil:
+		return &object{}, nil
+	case *object:
+		return t, nil
+	default:
+		return nil, fmt.Errorf("got %s", kindOf(v))
+	}
+}
+
 func decodeValue(raw []byte) (any, error) {
 	if v, err := fastDecode(raw); err == nil {
 		return v, nil
@@ -436,7 +456,7 @@ func kindOf(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
-	case map[string]any:
+	case map[string]any, *object:
 		return "a mapping"
 	case []any:
 		return "a list"

@@ -41,6 +41,38 @@ const maxFastDepth = 1000
 type fastDecoder struct {
 	data string
 	pos  int
+
+	// ordered decodes mappings as *object (fastDecodeOrdered) instead of map[string]any.
+	ordered bool
+	// stack holds the members of the mappings being read, innermost last.
+	stack []member
+	// arena and objs hand out the finished mappings' members and headers from a few large
+	// allocations instead of one or two per mapping.
+	arena []member
+	objs  []object
+}
+
+// fastDecodeOrdered is fastDecode with every mapping an *object (object.go). It is only a fast
+// path, like fastDecode.
+func fastDecodeOrdered(data []byte) (any, error) {
+	var d fastDecoder
+	return d.decodeOrdered(data)
+}
+
+// decodeOrdered is fastDecodeOrdered on a decoder kept for many documents (Resolve's values,
+// one per component), whose arena then serves them all.
+func (d *fastDecoder) decodeOrdered(data []byte) (any, error) {
+	d.data, d.pos, d.ordered, d.stack = string(data), 0, true, d.stack[:0]
+	d.skipSpace()
+	v, ok := d.value(0)
+	if !ok {
+		return nil, errSlowPath
+	}
+	d.skipSpace()
+	if d.pos != len(d.data) {
+		return nil, errSlowPath
+	}
+	return v, nil
 }
 
 func (d *fastDecoder) skipSpace() {
@@ -87,6 +119,9 @@ func (d *fastDecoder) literal(s string) bool {
 }
 
 func (d *fastDecoder) object(depth int) (any, bool) {
+	if d.ordered {
+		return d.orderedObject(depth)
+	}
 	d.pos++ // {
 	m := map[string]any{}
 	d.skipSpace()
@@ -128,6 +163,77 @@ func (d *fastDecoder) object(depth int) (any, bool) {
 			return nil, false
 		}
 	}
+}
+
+// orderedObject is object for the ordered decoding: the members are read onto the stack, put
+// in key order (the last of a repeated key kept) and moved to the arena.
+func (d *fastDecoder) orderedObject(depth int) (any, bool) {
+	d.pos++ // {
+	base := len(d.stack)
+	defer func() { d.stack = d.stack[:base] }()
+	d.skipSpace()
+	if d.pos < len(d.data) && d.data[d.pos] == '}' {
+		d.pos++
+		return d.finish(nil), true
+	}
+	for {
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
+			return nil, false
+		}
+		k, ok := d.string()
+		if !ok {
+			return nil, false
+		}
+		d.skipSpace()
+		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
+			return nil, false
+		}
+		d.pos++
+		d.skipSpace()
+		v, ok := d.value(depth + 1)
+		if !ok {
+			return nil, false
+		}
+		d.stack = append(d.stack, member{k, v})
+		d.skipSpace()
+		if d.pos >= len(d.data) {
+			return nil, false
+		}
+		switch d.data[d.pos] {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return d.finish(sortMembers(d.stack[base:])), true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// arenaChunk is how many members or mapping headers one allocation of the arena holds.
+const arenaChunk = 256
+
+// finish copies a mapping's sorted members into the arena and returns the mapping. Its members
+// slice has no spare capacity, so inserting a key later (placement) copies it out of the
+// arena instead of writing over the next mapping's members.
+func (d *fastDecoder) finish(ms []member) *object {
+	if len(d.objs) == cap(d.objs) {
+		d.objs = make([]object, 0, arenaChunk)
+	}
+	d.objs = append(d.objs, object{})
+	o := &d.objs[len(d.objs)-1]
+	if len(ms) == 0 {
+		return o
+	}
+	if cap(d.arena)-len(d.arena) < len(ms) {
+		d.arena = make([]member, 0, max(arenaChunk, len(ms)))
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, ms...)
+	o.members = d.arena[start:len(d.arena):len(d.arena)]
+	return o
 }
 
 func (d *fastDecoder) array(depth int) (any, bool) {

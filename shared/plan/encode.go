@@ -62,6 +62,10 @@ func (p *Plan) appendCanonical(dst []byte) ([]byte, [][2]int, error) {
 		start := len(dst)
 		var err error
 		switch {
+		case r.tree != nil:
+			if dst, err = e.appendMembers(dst, r.tree.members); err != nil { // Resolve's values
+				return nil, nil, fmt.Errorf("values of %s: %w", r.Name, err)
+			}
 		case r.Values == nil && r.values != nil:
 			dst = append(dst, r.values...) // a release of a sealed plan (Compose)
 		case r.Values == nil:
@@ -119,6 +123,8 @@ func (e *encoder) appendValue(dst []byte, v any) ([]byte, error) {
 		return append(dst, t...), nil
 	case bool:
 		return strconv.AppendBool(dst, t), nil
+	case *object:
+		return e.appendMembers(dst, t.members)
 	case map[string]any:
 		if t == nil {
 			return append(dst, "null"...), nil
@@ -173,6 +179,23 @@ func (e *encoder) appendObject(dst []byte, m map[string]any) ([]byte, error) {
 		}
 	}
 	e.members = e.members[:base]
+	return append(dst, '}'), nil
+}
+
+// appendMembers appends the JSON of a mapping whose members are in key order (an *object).
+func (e *encoder) appendMembers(dst []byte, ms []member) ([]byte, error) {
+	dst = append(dst, '{')
+	for i := range ms {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, ms[i].key)
+		dst = append(dst, ':')
+		var err error
+		if dst, err = e.appendValue(dst, ms[i].value); err != nil {
+			return nil, err
+		}
+	}
 	return append(dst, '}'), nil
 }
 

@@ -152,3 +152,90 @@ func FuzzFastDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestOrderedDecodeWritesTheCanonicalForm: Resolve's values (every mapping an *object, members
+// put in key order as they are read) are written exactly as encoding/json writes the same
+// document decoded into maps: keys in byte order, a repeated key's last value, nested mappings
+// inside lists.
+func TestOrderedDecodeWritesTheCanonicalForm(t *testing.T) {
+	tests := map[string]struct {
+		doc string
+	}{
+		"keys out of order at every depth":  {doc: `{"z":{"b":1,"a":[{"y":true,"x":null}]},"a":"s","m":{}}`},
+		"keys already in order":             {doc: `{"a":1,"b":{"c":2,"d":3}}`},
+		"repeated key: the last wins":       {doc: `{"b":1,"a":2,"b":3,"a":{"x":1},"c":0,"a":4}`},
+		"repeated key inside a list's item": {doc: `[{"k":1,"k":{"z":1,"y":2}}]`},
+		"keys sorted by bytes":              {doc: `{"b":1,"B":2,"a":3,"ä":4,"_":5,"aa":6,"a\u0000":7}`},
+		"escaped keys":                      {doc: `{"\u0062":1,"a\n":2,"\ud83d\ude00":3}`},
+		"many keys":                         {doc: `{"k18":18,"k02":2,"k11":11,"k04":4,"k15":15,"k06":6,"k17":17,"k08":8,"k09":9,"k10":10,"k03":3,"k12":12,"k13":13,"k14":14,"k05":5,"k16":16,"k07":7,"k01":1}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			want, err := stdlibDecode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := fastDecodeOrdered([]byte(tc.doc))
+			if err != nil {
+				t.Fatalf("fast path refused a valid document: %v", err)
+			}
+			got, err := appendValue(nil, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(stdlibCanonical(t, want)), string(got)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestInsertingIntoADecodedMappingLeavesItsNeighboursAlone: the decoder hands out the members of
+// consecutive mappings from one array; a key placed into one mapping must not overwrite the
+// first member of the mapping read after it.
+func TestInsertingIntoADecodedMappingLeavesItsNeighboursAlone(t *testing.T) {
+	root, err := decodeOrderedObject(&fastDecoder{}, []byte(`{"a":{"m":1},"b":{"n":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setCreating(root, []Segment{{Key: "a"}, {Key: "z"}}, "placed"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := appendValue(nil, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":{"m":1,"z":"placed"},"b":{"n":2}}`; string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// FuzzOrderedDecode checks Resolve's decoder (mappings as *object) against encoding/json: it
+// accepts only what encoding/json accepts, exactly what the map decoder accepts, and what it
+// decodes is written as encoding/json writes the map decoding.
+func FuzzOrderedDecode(f *testing.F) {
+	f.Add([]byte(`{"b":[1,2.5,"x<y>"],"a":{"d":null,"c":true}}`))
+	f.Add([]byte(`{"a":1,"a":{"z":2,"y":3},"0":[]}`))
+	f.Add([]byte(`[{"\u00e9":1,"e":2}, {}]`))
+	f.Add([]byte(`{"a":1} ]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := fastDecodeOrdered(data)
+		if _, errMap := fastDecode(data); (err == nil) != (errMap == nil) {
+			t.Fatalf("the ordered decoder's verdict %v differs from the map decoder's %v", err, errMap)
+		}
+		if err != nil {
+			return // the slow path decides
+		}
+		want, err := stdlibDecode(data)
+		if err != nil {
+			t.Fatalf("fast path accepted what encoding/json refuses (%v)", err)
+		}
+		gotJSON, err := appendValue(nil, got)
+		if err != nil {
+			t.Fatalf("appendValue: %v", err)
+		}
+		if diff := cmp.Diff(string(stdlibCanonical(t, want)), string(gotJSON)); diff != "" {
+			t.Fatalf("differs from encoding/json (-want +got):\n%s", diff)
+		}
+	})
+}

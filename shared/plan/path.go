@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -99,21 +98,21 @@ func renderPath(segs []Segment) string {
 
 // replaceExisting sets the value at segs, which must already exist in root. On a missing
 // segment it returns the path that exists and what could follow it.
-func replaceExisting(root map[string]any, segs []Segment, value any) error {
+func replaceExisting(root *object, segs []Segment, value any) error {
 	var cur any = root
 	for i, s := range segs {
 		last := i == len(segs)-1
 		switch node := cur.(type) {
-		case map[string]any:
+		case *object:
 			if s.IsIndex {
-				return fmt.Errorf("%s is a mapping, not a list (keys: %s)", describeAt(segs[:i]), keysOf(node))
+				return fmt.Errorf("%s is a mapping, not a list (keys: %s)", describeAt(segs[:i]), keysOf(node.keys()))
 			}
-			next, ok := node[s.Key]
+			next, ok := node.get(s.Key)
 			if !ok {
-				return fmt.Errorf("%s has no key %q (keys: %s)", describeAt(segs[:i]), s.Key, keysOf(node))
+				return fmt.Errorf("%s has no key %q (keys: %s)", describeAt(segs[:i]), s.Key, keysOf(node.keys()))
 			}
 			if last {
-				node[s.Key] = value
+				node.set(s.Key, value)
 				return nil
 			}
 			cur = next
@@ -138,24 +137,24 @@ func replaceExisting(root map[string]any, segs []Segment, value any) error {
 
 // setCreating sets the value at segs, creating mappings on the way (placement writes into
 // values that may not declare the key yet). It fails where the path crosses a non-mapping.
-func setCreating(root map[string]any, segs []Segment, value any) error {
+func setCreating(root *object, segs []Segment, value any) error {
 	cur := root
 	for i, s := range segs {
 		if s.IsIndex {
 			return fmt.Errorf("placement paths address mappings only; %s is a list index", renderPath(segs[:i+1]))
 		}
 		if i == len(segs)-1 {
-			cur[s.Key] = value
+			cur.set(s.Key, value)
 			return nil
 		}
-		next, ok := cur[s.Key]
+		next, ok := cur.get(s.Key)
 		if !ok || next == nil {
-			m := map[string]any{}
-			cur[s.Key] = m
+			m := &object{}
+			cur.set(s.Key, m)
 			cur = m
 			continue
 		}
-		m, ok := next.(map[string]any)
+		m, ok := next.(*object)
 		if !ok {
 			return fmt.Errorf("%s is %s, not a mapping", renderPath(segs[:i+1]), kindOf(next))
 		}
@@ -171,15 +170,11 @@ func describeAt(segs []Segment) string {
 	return renderPath(segs)
 }
 
-func keysOf(m map[string]any) string {
-	if len(m) == 0 {
+// keysOf lists a mapping's keys (in order) for an error message.
+func keysOf(keys []string) string {
+	if len(keys) == 0 {
 		return "none"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	if len(keys) > 20 {
 		return strings.Join(keys[:20], ", ") + fmt.Sprintf(", and %d more", len(keys)-20)
 	}

@@ -53,9 +53,10 @@ type Release struct {
 	DependsOn []string `json:"dependsOn,omitempty"`
 	// ReadinessGate marks a readiness release.
 	ReadinessGate bool `json:"readinessGate,omitempty"`
-	// Values are the final Helm values: bundle values, then placement, then overrides, while
-	// the plan is built. A sealed plan (from Resolve, Decode or Compose) keeps them only as
-	// canonical JSON and Values is nil: read them with ValuesJSON. Decoded, a chart's values
+	// Values are the final Helm values (bundle values, then placement, then overrides) of a
+	// release not yet sealed into a plan; Resolve builds them in a form of its own (tree). A
+	// sealed plan (from Resolve, Decode or Compose) keeps them only as canonical JSON and
+	// Values is nil: read them with ValuesJSON. Decoded, a chart's values
 	// take about seven times their JSON's size, and every service keeps plans in a cache
 	// (a GPU-stack plan of 40 releases: 3.8 MB decoded, 0.5 MB as JSON).
 	Values map[string]any `json:"values"`
@@ -63,6 +64,9 @@ type Release struct {
 	// values is the canonical JSON of Values once the plan is sealed: a slice of the plan's
 	// canonical form, never modified.
 	values []byte
+	// tree holds the values while Resolve builds the plan, in place of Values (object.go);
+	// sealing clears it.
+	tree *object
 }
 
 // Inputs are the runtime's contributions to a plan.
@@ -95,21 +99,20 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 	}
 	allDeps := make([]string, 0, edges) // one backing array for every release's DependsOn
 	sizeHint := 0
+	var dec fastDecoder // one arena for every component's values
 	for i := range b.Components {
 		c := &b.Components[i]
 		if forbidden[c.Namespace] {
 			return nil, errorf(v1alpha1.ReasonNamespaceNotAllowed, fmt.Sprintf("components[%d].namespace", i),
 				"namespace %q is not allowed for a component (reserved: %s); use a namespace of the component's own", c.Namespace, strings.Join(sortedKeys(forbidden), ", "))
 		}
-		var values map[string]any
+		values := &object{}
 		if len(bytes.TrimSpace(c.Values)) > 0 {
-			v, err := decodeObject(c.Values)
+			v, err := decodeOrderedObject(&dec, c.Values)
 			if err != nil {
 				return nil, bundleErr(fmt.Sprintf("components[%d].values", i), "values must be a mapping of Helm values: %v", err)
 			}
 			values = v
-		} else {
-			values = map[string]any{}
 		}
 		start := len(allDeps)
 		allDeps = append(allDeps, c.DependsOn...)
@@ -118,7 +121,7 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 			deps = nil
 		}
 		sort.Strings(deps)
-		releases[i] = Release{Name: c.Name, Namespace: c.Namespace, Chart: c.Chart, DependsOn: deps, ReadinessGate: c.ReadinessGate, Values: values}
+		releases[i] = Release{Name: c.Name, Namespace: c.Namespace, Chart: c.Chart, DependsOn: deps, ReadinessGate: c.ReadinessGate, tree: values}
 		sizeHint += canonicalSizeHint(c)
 	}
 	placer, err := newPlacer(in.Placement)
@@ -126,7 +129,7 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 		return nil, err
 	}
 	for i := range b.Components {
-		added, err := placer.place(i, &b.Components[i], releases[i].Values)
+		added, err := placer.place(i, &b.Components[i], releases[i].tree)
 		if err != nil {
 			return nil, err
 		}
@@ -218,14 +221,14 @@ func newPlacer(pl *v1alpha1.Placement) (*placer, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encode spec.placement.%s: %w", class, err)
 		}
-		p.rendered[class] = renderedPlacement{selector: sel, tolerations: tol, selectorSize: len(selJSON), tolerationsSize: len(tolJSON)}
+		p.rendered[class] = renderedPlacement{selector: ordered(sel), tolerations: ordered(tol), selectorSize: len(selJSON), tolerationsSize: len(tolJSON)}
 	}
 	return p, nil
 }
 
 // place writes the placement of component i (c) into its values, and returns about how many
 // bytes that adds to the canonical form.
-func (p *placer) place(i int, c *Component, values map[string]any) (int, error) {
+func (p *placer) place(i int, c *Component, values *object) (int, error) {
 	if c.Placement == nil {
 		return 0, nil
 	}
@@ -351,21 +354,23 @@ func applyOverrides(b *Bundle, releases []Release, byName map[string]int, overri
 		if err != nil {
 			return errorf(v1alpha1.ReasonInvalidOverride, f+".value", "not a JSON value: %v", err)
 		}
-		if err := replaceExisting(releases[idx].Values, segs, v); err != nil {
+		if err := replaceExisting(releases[idx].tree, segs, ordered(v)); err != nil {
 			return errorf(v1alpha1.ReasonOverridePathUnknown, f+".path", "component %s: %v; an override may only change a value the bundle declares", o.Component, err)
 		}
 	}
 	return nil
 }
 
+// deepCopy copies a placement rendered by ordered (mappings are *object) for one release, so
+// that an override of one release cannot change another's.
 func deepCopy(v any) any {
 	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, x := range t {
-			m[k] = deepCopy(x)
+	case *object:
+		ms := make([]member, len(t.members))
+		for i, m := range t.members {
+			ms[i] = member{m.key, deepCopy(m.value)}
 		}
-		return m
+		return &object{members: ms}
 	case []any:
 		l := make([]any, len(t))
 		for i, x := range t {
@@ -396,7 +401,7 @@ func (p *Plan) seal(sizeHint int) error {
 	p.canonical = canonical
 	for i := range p.Releases {
 		s := spans[i]
-		p.Releases[i].values, p.Releases[i].Values = canonical[s[0]:s[1]:s[1]], nil
+		p.Releases[i].values, p.Releases[i].Values, p.Releases[i].tree = canonical[s[0]:s[1]:s[1]], nil, nil
 	}
 	sum := sha256.Sum256(p.canonical)
 	p.digest = "sha256:" + hex.EncodeToString(sum[:])
@@ -466,6 +471,14 @@ func (r Release) Equal(o Release) bool {
 func (r *Release) ValuesJSON() ([]byte, error) {
 	if r.values != nil {
 		return r.values, nil
+	}
+	if r.tree != nil {
+		var e encoder
+		out, err := e.appendMembers(nil, r.tree.members)
+		if err != nil {
+			return nil, fmt.Errorf("encode values of %s: %w", r.Name, err)
+		}
+		return out, nil
 	}
 	if r.Values == nil {
 		return []byte("null"), nil
