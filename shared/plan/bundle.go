@@ -417,9 +417,9 @@ func decodeObject(raw []byte) (map[string]any, error) {
 }
 
 // decodeOrderedObject is decodeObject for Resolve: every mapping an *object (object.go). d is
-// kept for all of a bundle's values.
+// an ordered decoder kept for all of a bundle's values.
 func decodeOrderedObject(d *fastDecoder, raw []byte) (*object, error) {
-	v, err := d.decodeOrdered(raw)
+	v, err := d.decode(raw)
 	if err != nil {
 		if v, err = decodeValue(raw); err != nil {
 			return nil, err

@@ -21,17 +21,8 @@ var errSlowPath = errors.New("not decoded by the fast path")
 // separately would be most of Resolve's allocations. The decoded values keep the copy alive, which
 // is no more than the document's own size.
 func fastDecode(data []byte) (any, error) {
-	d := fastDecoder{data: string(data)}
-	d.skipSpace()
-	v, ok := d.value(0)
-	if !ok {
-		return nil, errSlowPath
-	}
-	d.skipSpace()
-	if d.pos != len(d.data) {
-		return nil, errSlowPath
-	}
-	return v, nil
+	var d fastDecoder
+	return d.decode(data)
 }
 
 // maxFastDepth bounds the fast path's recursion; deeper documents take the slow path, which
@@ -42,7 +33,7 @@ type fastDecoder struct {
 	data string
 	pos  int
 
-	// ordered decodes mappings as *object (fastDecodeOrdered) instead of map[string]any.
+	// ordered decodes mappings as *object (object.go) instead of map[string]any.
 	ordered bool
 	// stack holds the members of the mappings being read, innermost last.
 	stack []member
@@ -55,14 +46,14 @@ type fastDecoder struct {
 // fastDecodeOrdered is fastDecode with every mapping an *object (object.go). It is only a fast
 // path, like fastDecode.
 func fastDecodeOrdered(data []byte) (any, error) {
-	var d fastDecoder
-	return d.decodeOrdered(data)
+	d := fastDecoder{ordered: true}
+	return d.decode(data)
 }
 
-// decodeOrdered is fastDecodeOrdered on a decoder kept for many documents (Resolve's values,
-// one per component), whose arena then serves them all.
-func (d *fastDecoder) decodeOrdered(data []byte) (any, error) {
-	d.data, d.pos, d.ordered, d.stack = string(data), 0, true, d.stack[:0]
+// decode decodes one document. A decoder may be kept for many (Resolve's values, one per
+// component): its arena then serves them all.
+func (d *fastDecoder) decode(data []byte) (any, error) {
+	d.data, d.pos, d.stack = string(data), 0, d.stack[:0]
 	d.skipSpace()
 	v, ok := d.value(0)
 	if !ok {
@@ -118,63 +109,16 @@ func (d *fastDecoder) literal(s string) bool {
 	return true
 }
 
+// object reads a mapping's members onto the stack, then builds the map, or for the ordered
+// decoding puts them in key order (the last of a repeated key kept) and moves them to the arena.
 func (d *fastDecoder) object(depth int) (any, bool) {
-	if d.ordered {
-		return d.orderedObject(depth)
-	}
-	d.pos++ // {
-	m := map[string]any{}
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-		return m, true
-	}
-	for {
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return nil, false
-		}
-		k, ok := d.string()
-		if !ok {
-			return nil, false
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return nil, false
-		}
-		d.pos++
-		d.skipSpace()
-		v, ok := d.value(depth + 1)
-		if !ok {
-			return nil, false
-		}
-		m[k] = v // a repeated key: the last one wins, as in encoding/json
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return nil, false
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			return m, true
-		default:
-			return nil, false
-		}
-	}
-}
-
-// orderedObject is object for the ordered decoding: the members are read onto the stack, put
-// in key order (the last of a repeated key kept) and moved to the arena.
-func (d *fastDecoder) orderedObject(depth int) (any, bool) {
 	d.pos++ // {
 	base := len(d.stack)
 	defer func() { d.stack = d.stack[:base] }()
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		return d.finish(nil), true
+		return d.build(nil), true
 	}
 	for {
 		d.skipSpace()
@@ -205,11 +149,23 @@ func (d *fastDecoder) orderedObject(depth int) (any, bool) {
 			d.pos++
 		case '}':
 			d.pos++
-			return d.finish(sortMembers(d.stack[base:])), true
+			return d.build(d.stack[base:]), true
 		default:
 			return nil, false
 		}
 	}
+}
+
+// build makes the mapping of members read in document order.
+func (d *fastDecoder) build(ms []member) any {
+	if d.ordered {
+		return d.finish(sortMembers(ms))
+	}
+	m := make(map[string]any, len(ms))
+	for _, mb := range ms {
+		m[mb.key] = mb.value // a repeated key: the last one wins, as in encoding/json
+	}
+	return m
 }
 
 // arenaChunk is how many members or mapping headers one allocation of the arena holds.

@@ -99,7 +99,7 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 	}
 	allDeps := make([]string, 0, edges) // one backing array for every release's DependsOn
 	sizeHint := 0
-	var dec fastDecoder // one arena for every component's values
+	dec := fastDecoder{ordered: true} // one arena for every component's values
 	for i := range b.Components {
 		c := &b.Components[i]
 		if forbidden[c.Namespace] {
