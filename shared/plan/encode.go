@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -162,7 +161,7 @@ func (e *encoder) appendObject(dst []byte, m map[string]any) ([]byte, error) {
 	for k, v := range m {
 		e.members = append(e.members, member{k, v})
 	}
-	slices.SortFunc(e.members[base:], func(a, b member) int { return strings.Compare(a.key, b.key) })
+	slices.SortFunc(e.members[base:], byKey)
 	n := len(e.members) - base
 	dst = append(dst, '{')
 	for i := range n {

@@ -61,7 +61,7 @@ func sortMembers(ms []member) []member {
 	if sorted {
 		return ms
 	}
-	slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	slices.SortStableFunc(ms, byKey)
 	out := ms[:0]
 	for i := range ms {
 		if i+1 < len(ms) && ms[i+1].key == ms[i].key {
@@ -72,10 +72,17 @@ func sortMembers(ms []member) []member {
 	return out
 }
 
-// ordered returns v with every mapping, at any depth, an *object (for values decoded by
-// encoding/json, and placement rendered as maps). Lists are copied; v is not modified.
+// ordered returns a copy of v in which every mapping, at any depth, is an *object: for values
+// decoded by encoding/json, for placement rendered as maps, and to give each release its own
+// copy of a placement already converted. Lists and mappings are copied; v is not modified.
 func ordered(v any) any {
 	switch t := v.(type) {
+	case *object:
+		ms := make([]member, len(t.members))
+		for i, m := range t.members {
+			ms[i] = member{m.key, ordered(m.value)}
+		}
+		return &object{members: ms}
 	case map[string]any:
 		if t == nil {
 			return nil
@@ -84,7 +91,7 @@ func ordered(v any) any {
 		for k, x := range t {
 			ms = append(ms, member{k, ordered(x)})
 		}
-		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		slices.SortFunc(ms, byKey)
 		return &object{members: ms}
 	case []any:
 		if t == nil {
@@ -99,3 +106,6 @@ func ordered(v any) any {
 		return v
 	}
 }
+
+// byKey orders members by key, in byte order (encoding/json's order of a map's keys).
+func byKey(a, b member) int { return strings.Compare(a.key, b.key) }

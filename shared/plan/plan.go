@@ -106,13 +106,15 @@ func Resolve(b *Bundle, in Inputs) (*Plan, error) {
 			return nil, errorf(v1alpha1.ReasonNamespaceNotAllowed, fmt.Sprintf("components[%d].namespace", i),
 				"namespace %q is not allowed for a component (reserved: %s); use a namespace of the component's own", c.Namespace, strings.Join(sortedKeys(forbidden), ", "))
 		}
-		values := &object{}
+		var values *object
 		if len(bytes.TrimSpace(c.Values)) > 0 {
 			v, err := decodeOrderedObject(&dec, c.Values)
 			if err != nil {
 				return nil, bundleErr(fmt.Sprintf("components[%d].values", i), "values must be a mapping of Helm values: %v", err)
 			}
 			values = v
+		} else {
+			values = &object{}
 		}
 		start := len(allDeps)
 		allDeps = append(allDeps, c.DependsOn...)
@@ -238,13 +240,13 @@ func (p *placer) place(i int, c *Component, values *object) (int, error) {
 	}
 	size := 0
 	for j, path := range c.Placement.NodeSelectorPaths {
-		if err := setCreating(values, p.parse(path), deepCopy(r.selector)); err != nil {
+		if err := setCreating(values, p.parse(path), ordered(r.selector)); err != nil {
 			return 0, errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.nodeSelectorPaths[%d]", i, j), "%v", err)
 		}
 		size += len(path) + r.selectorSize + 4
 	}
 	for j, path := range c.Placement.TolerationsPaths {
-		if err := setCreating(values, p.parse(path), deepCopy(r.tolerations)); err != nil {
+		if err := setCreating(values, p.parse(path), ordered(r.tolerations)); err != nil {
 			return 0, errorf(v1alpha1.ReasonInvalidPlacement, fmt.Sprintf("components[%d].placement.tolerationsPaths[%d]", i, j), "%v", err)
 		}
 		size += len(path) + r.tolerationsSize + 4
@@ -361,27 +363,6 @@ func applyOverrides(b *Bundle, releases []Release, byName map[string]int, overri
 	return nil
 }
 
-// deepCopy copies a placement rendered by ordered (mappings are *object) for one release, so
-// that an override of one release cannot change another's.
-func deepCopy(v any) any {
-	switch t := v.(type) {
-	case *object:
-		ms := make([]member, len(t.members))
-		for i, m := range t.members {
-			ms[i] = member{m.key, deepCopy(m.value)}
-		}
-		return &object{members: ms}
-	case []any:
-		l := make([]any, len(t))
-		for i, x := range t {
-			l[i] = deepCopy(x)
-		}
-		return l
-	default:
-		return v
-	}
-}
-
 // index builds the name index of the releases.
 func (p *Plan) index() {
 	p.byName = make(map[string]int, len(p.Releases))
@@ -471,14 +452,6 @@ func (r Release) Equal(o Release) bool {
 func (r *Release) ValuesJSON() ([]byte, error) {
 	if r.values != nil {
 		return r.values, nil
-	}
-	if r.tree != nil {
-		var e encoder
-		out, err := e.appendMembers(nil, r.tree.members)
-		if err != nil {
-			return nil, fmt.Errorf("encode values of %s: %w", r.Name, err)
-		}
-		return out, nil
 	}
 	if r.Values == nil {
 		return []byte("null"), nil

@@ -299,20 +299,45 @@ func TestResolveOverrides(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := vectorInputs()
 			in.Overrides = []v1alpha1.Override{tc.override}
-			p := mustResolve(t, b, in)
-			r, ok := p.Release(tc.release)
-			if !ok {
-				t.Fatalf("release %s missing", tc.release)
-			}
-			got, err := r.ValuesJSON()
-			if err != nil {
-				t.Fatalf("ValuesJSON: %v", err)
-			}
-			if !strings.Contains(string(got), tc.want) {
+			got := valuesOf(t, mustResolve(t, b, in), tc.release)
+			if !strings.Contains(got, tc.want) {
 				t.Errorf("values %s lack %s", got, tc.want)
 			}
 		})
 	}
+}
+
+// TestAnOverrideInsideAPlacementChangesOnlyThatPath: every placement path gets its own copy of
+// the rendered placement, so an override of one placed key changes that path of that release
+// only, not the same placement written at another path or into another release.
+func TestAnOverrideInsideAPlacementChangesOnlyThatPath(t *testing.T) {
+	b := mustParse(t, readTestdata(t, "vector-bundle.yaml"))
+	in := vectorInputs()
+	in.Overrides = []v1alpha1.Override{{Component: "cert-manager", Path: "nodeSelector[kubernetes.io/os]", Value: rawJSON(`"windows"`)}}
+	p := mustResolve(t, b, in)
+	for _, c := range []struct{ release, want string }{
+		{"cert-manager", `"nodeSelector":{"kubernetes.io/os":"windows","node-role.kubernetes.io/control-plane":""}`},
+		{"cert-manager", `"webhook":{"nodeSelector":{"kubernetes.io/os":"linux","node-role.kubernetes.io/control-plane":""}`},
+		{"nodewright-customizations", `"controller":{"nodeSelector":{"kubernetes.io/os":"linux","node-role.kubernetes.io/control-plane":""}}`},
+	} {
+		if got := valuesOf(t, p, c.release); !strings.Contains(got, c.want) {
+			t.Errorf("values of %s %s lack %s", c.release, got, c.want)
+		}
+	}
+}
+
+// valuesOf returns the values JSON of the named release of p.
+func valuesOf(t *testing.T, p *Plan, release string) string {
+	t.Helper()
+	r, ok := p.Release(release)
+	if !ok {
+		t.Fatalf("release %s missing", release)
+	}
+	got, err := r.ValuesJSON()
+	if err != nil {
+		t.Fatalf("ValuesJSON: %v", err)
+	}
+	return string(got)
 }
 
 // TestResolveLeavesBundleAlone proves that placement and overrides do not write into the bundle
