@@ -197,7 +197,7 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 		}
 		var err error
 		if argo == nil {
-			if argo, err = runFakeArgoCD(context.Background(), h); err != nil {
+			if argo, err = runFakeArgoCD(h.ctx, h); err != nil {
 				b.Fatal(err)
 			}
 		}

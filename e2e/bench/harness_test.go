@@ -65,6 +65,10 @@ const (
 
 // harness is the shared environment: the apiserver, NATS, and the binaries it started.
 type harness struct {
+	// ctx is the whole run's: what outlives one benchmark (the fake Argo CD's watch) runs under
+	// it, so it ends before the API server is stopped (an open watch holds the server's
+	// graceful shutdown until testenv kills it).
+	ctx        context.Context
 	env        *testenv.Env
 	cfg        *rest.Config
 	kube       kubernetes.Interface
@@ -99,7 +103,7 @@ func newHarness(ctx context.Context, env *testenv.Env, binDir string) (*harness,
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{env: env, binDir: binDir, dir: dir, procs: map[string]*proc{}}
+	h := &harness{ctx: ctx, env: env, binDir: binDir, dir: dir, procs: map[string]*proc{}}
 	if err := os.MkdirAll(filepath.Join(h.dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}

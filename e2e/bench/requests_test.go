@@ -50,23 +50,30 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := newCostProbe(ctx, env, app, ro)
-		if err != nil {
+		// The probe's watches end before its API server is stopped: one still open holds the
+		// server's graceful shutdown until testenv kills it, 10 s later.
+		pctx, pcancel := context.WithCancel(ctx)
+		stop := func() {
+			pcancel()
 			env.Stop()
+		}
+		p, err := newCostProbe(pctx, env, app, ro)
+		if err != nil {
+			stop()
 			b.Fatal(err)
 		}
 		var s benchstat.Series
 		for range *reps {
 			for _, k := range p.kinds() {
-				ms, err := p.measure(ctx, k.do)
+				ms, err := p.measure(pctx, k.do)
 				if err != nil {
-					env.Stop()
+					stop()
 					b.Fatalf("%s: %v", k.name, err)
 				}
 				s.Add(k.name, ms)
 			}
 		}
-		env.Stop()
+		stop()
 		var lines []string
 		for _, k := range p.kinds() {
 			d := s.Get(k.name)
