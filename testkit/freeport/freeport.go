@@ -6,7 +6,11 @@
 // connection. The server then fails to bind, or worse, a test talks to the wrong server. So on
 // Linux the ports come from just below the ephemeral range, where the kernel never picks one by
 // itself; only another program naming the port explicitly can take it. Each port is handed out
-// at most once per process.
+// at most once per process, and on Linux to one process at a time on the machine: the test
+// processes go test runs side by side draw from the same span, and a port one of them picked is
+// free until the server it starts binds it (a kube-apiserver takes seconds). A process claims a
+// port with a lock on that byte of a file every process opens (lockPort); the kernel drops its
+// locks when it exits.
 package freeport
 
 import (
@@ -44,12 +48,18 @@ func Loopback() (int, error) { return pick("127.0.0.1") }
 func AllInterfaces() (int, error) { return pick("") }
 
 func pick(host string) (int, error) {
-	lo, hi, ok := belowEphemeral()
+	draw := func() int { return 0 }
+	if lo, hi, ok := belowEphemeral(); ok {
+		draw = func() int { return lo + rand.IntN(hi-lo) }
+	}
+	return pickFrom(host, draw)
+}
+
+// pickFrom tries the ports draw returns (0: one the kernel picks) until one binds and is
+// claimed.
+func pickFrom(host string, draw func() int) (int, error) {
 	for range tries {
-		port := 0
-		if ok {
-			port = lo + rand.IntN(hi-lo)
-		}
+		port := draw()
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
 			if port != 0 {
@@ -68,10 +78,11 @@ func pick(host string) (int, error) {
 	return 0, errors.New("find a free port: every port tried was taken or already handed out")
 }
 
+// claim hands port out unless this process did before or another process holds it.
 func claim(port int) bool {
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	if handedOut.ports[port] {
+	if handedOut.ports[port] || !lockPort(port) {
 		return false
 	}
 	handedOut.ports[port] = true

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package freeport
+
+// lockPort claims nothing beyond the process elsewhere: ports come from the kernel there (see
+// belowEphemeral).
+func lockPort(int) bool { return true }
