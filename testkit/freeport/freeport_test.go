@@ -105,6 +105,9 @@ func TestAPortAnotherProcessHoldsIsNotHandedOut(t *testing.T) {
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "held\n" {
 		t.Fatalf("the holding process said %q (%v)", line, err)
 	}
+	if !heldElsewhere(ports[0]) || heldElsewhere(ports[2]) {
+		t.Fatalf("held elsewhere: %d %v, %d %v; want true, false", ports[0], heldElsewhere(ports[0]), ports[2], heldElsewhere(ports[2]))
+	}
 
 	if got, err := pickFrom("127.0.0.1", cycle(ports)); err != nil || got != ports[2] {
 		t.Fatalf("from %v with the first two held by another process: got %d (%v), want %d", ports, got, err, ports[2])
@@ -125,7 +128,8 @@ func TestAPortAnotherProcessHoldsIsNotHandedOut(t *testing.T) {
 }
 
 // unclaimed returns n distinct ports below the ephemeral range that bind now and that no
-// process has claimed, without claiming them.
+// process has claimed (the test packages go test runs beside this one draw from the same span),
+// without claiming them.
 func unclaimed(t *testing.T, n int) []int {
 	t.Helper()
 	lo, hi, ok := belowEphemeral()
@@ -141,7 +145,7 @@ func unclaimed(t *testing.T, n int) []int {
 		handedOut.Lock()
 		mine := handedOut.ports[port]
 		handedOut.Unlock()
-		if mine || slices.Contains(ports, port) {
+		if mine || heldElsewhere(port) || slices.Contains(ports, port) {
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))

@@ -37,3 +37,13 @@ func lockPort(port int) bool {
 	// system) leaves the claim to this process's own record, as without the file.
 	return err == nil || !(errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES))
 }
+
+// heldElsewhere reports whether another process holds port's lock, without taking it.
+func heldElsewhere(port int) bool {
+	f := lockFile()
+	if f == nil {
+		return false
+	}
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart, Start: int64(port), Len: 1}
+	return syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk) == nil && lk.Type != syscall.F_UNLCK
+}
