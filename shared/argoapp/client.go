@@ -83,11 +83,12 @@ func (a *Applications) List(ctx context.Context, opts metav1.ListOptions) (*Appl
 	return out, nil
 }
 
-// Watch watches Applications.
+// Watch watches Applications, each event decoded in one pass (eventDecoder). Like client-go's
+// watches, it is not rate limited.
 func (a *Applications) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return a.rc.Get().Namespace(a.ns).Resource(ResourceApplications).
-		VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+	return watchStream(a.rc.Get().Namespace(a.ns).Resource(ResourceApplications).
+		VersionedParams(&opts, metav1.ParameterCodec).Throttle(nil).Stream(ctx))
 }
 
 // Patch patches one Application: a server-side apply (types.ApplyPatchType, with
