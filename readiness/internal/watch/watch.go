@@ -7,12 +7,15 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +73,8 @@ type Watcher struct {
 	state map[string]*published
 	// gone holds the last state of deleted Applications until the worker reports them.
 	gone map[string]*argoapp.Application
+	// initial holds the keys of the informer's first list until it is whole (enqueueInitial).
+	initial []string
 }
 
 // published is what the watcher last told the planner about one Application.
@@ -91,6 +96,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	log := logging.From(ctx)
 	w.state = map[string]*published{}
 	w.gone = map[string]*argoapp.Application{}
+	w.initial = nil
 	w.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "applications"})
@@ -103,11 +109,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := w.informer.SetTransform(Transform); err != nil {
 		return fmt.Errorf("set application transform: %w", err)
 	}
-	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.enqueue,
+	reg, err := w.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if initial {
+				w.holdInitial(obj)
+				return
+			}
+			w.enqueue(obj)
+		},
 		UpdateFunc: func(_, obj any) { w.enqueue(obj) },
 		DeleteFunc: w.deleted,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("add application handler: %w", err)
 	}
 	var wg sync.WaitGroup
@@ -118,10 +131,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.informer.Run(ctx.Done())
 	}()
 	defer w.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return nil
 	}
-	log.Info().Int("applications", len(w.informer.GetStore().ListKeys())).Msg("application watch synced")
+	log.Info().Int("applications", w.enqueueInitial()).Msg("application watch synced")
 	// Most of the heap is now the initial list's garbage (what Transform cut from every
 	// Application: resource lists, history); return it to the OS once instead of holding it
 	// until the scavenger gets to it.
@@ -141,6 +154,43 @@ func (w *Watcher) enqueue(obj any) {
 	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 		w.queue.Add(key)
 	}
+}
+
+// holdInitial keeps the key of an Application of the informer's first list for enqueueInitial.
+func (w *Watcher) holdInitial(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		w.mu.Lock()
+		w.initial = append(w.initial, key)
+		w.mu.Unlock()
+	}
+}
+
+// enqueueInitial queues the Applications of the first list grouped by the plan they name, and
+// returns how many there were. The list comes in no useful order (a streaming list hands it
+// over from a map), and judging an Application needs its plan: in list order, with more plans
+// named than the plan cache holds, nearly every Application read and decoded its plan again
+// (a plan of 40 GPU-stack releases is about half a MiB). Grouped, each plan is read once.
+func (w *Watcher) enqueueInitial() int {
+	w.mu.Lock()
+	keys := w.initial
+	w.initial = nil
+	w.mu.Unlock()
+	digests := make(map[string]string, len(keys))
+	store := w.informer.GetStore()
+	for _, key := range keys {
+		if obj, ok, err := store.GetByKey(key); err == nil && ok {
+			if app, ok := obj.(*argoapp.Application); ok {
+				digests[key] = app.Annotations[v1alpha1.AnnotationPlanDigest]
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(strings.Compare(digests[a], digests[b]), strings.Compare(a, b))
+	})
+	for _, key := range keys {
+		w.queue.Add(key)
+	}
+	return len(keys)
 }
 
 func (w *Watcher) deleted(obj any) {

@@ -704,3 +704,71 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 		t.Errorf("%d rollout reads for two updates under one Remove step, want 1", n)
 	}
 }
+
+// TestWatcherReadsEachPlanOnceAtStart: the first list's Applications are judged grouped by the
+// plan they name, so with more plans named than the plan cache holds each plan is still read
+// once, whatever order the list came in: the fake lists by name, and the names alternate plans
+// (a real streaming list comes in map order).
+func TestWatcherReadsEachPlanOnceAtStart(t *testing.T) {
+	const plans, perPlan = 3, 4
+	var objs []runtime.Object
+	var cms []runtime.Object
+	for k := range plans {
+		var b strings.Builder
+		fmt.Fprintf(&b, "apiVersion: bundle.aicr.run/v1alpha1\nkind: Bundle\nmetadata: {name: test, version: 1.0.%d}\ncomponents:\n", k)
+		for i := range perPlan {
+			// Named so that name order alternates plans: c00 (plan 0), c01 (plan 1), ...
+			fmt.Fprintf(&b, "- name: c%d%d\n  namespace: ns\n  chart: {path: charts/c, digest: \"sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4\"}\n  values: {plan: %d}\n", i, k, k)
+		}
+		bundle, err := plan.ParseBundle([]byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := plan.Resolve(bundle, plan.Inputs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := p.ConfigMap("aicr-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cms = append(cms, cm)
+		for i := range p.Releases {
+			app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: p.Digest(),
+				Release: &p.Releases[i], StepID: fmt.Sprintf("r-%d/%d", k, i+1), StepStarted: time.Unix(1_800_000_000, 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			app.UID = types.UID(app.Name)
+			objs = append(objs, app)
+		}
+	}
+	kube := k8sfake.NewSimpleClientset(cms...)
+	rec := &recorder{}
+	w := &Watcher{Apps: newFakeApps(t, objs...), Settings: testSettings, Publisher: rec,
+		Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	}()
+	rec.waitFor(t, "a verdict on every Application", func(s []sent) bool { return len(verdicts(s)) == plans*perPlan })
+	reads := map[string]int{}
+	for _, a := range kube.Actions() {
+		if g, ok := a.(clienttesting.GetAction); ok && a.GetResource().Resource == "configmaps" {
+			reads[g.GetName()]++
+		}
+	}
+	if len(reads) != plans {
+		t.Fatalf("read %d plans, want %d: %v", len(reads), plans, reads)
+	}
+	for name, n := range reads {
+		if n != 1 {
+			t.Errorf("plan %s read %d times, want once (reads %v)", name, n, reads)
+		}
+	}
+}
