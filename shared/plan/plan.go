@@ -408,6 +408,25 @@ func (p *Plan) Release(name string) (*Release, bool) {
 	return &p.Releases[i], true
 }
 
+// Detached returns a copy of r, a release of a sealed plan, that keeps none of its plan's memory
+// alive, for a user that holds one release far longer than the plan (readiness keeps the release
+// of each watched Application). Its values JSON is like when like holds the same bytes (the
+// Application's own values, already in memory), a copy of r's otherwise; like must never be
+// modified after. A release that is not sealed is returned as it is.
+func (r *Release) Detached(like []byte) Release {
+	d := *r
+	if r.values == nil {
+		return d
+	}
+	d.DependsOn = slices.Clone(r.DependsOn)
+	if bytes.Equal(like, r.values) {
+		d.values = like
+	} else {
+		d.values = bytes.Clone(r.values)
+	}
+	return d
+}
+
 // Decode reads a plan from its canonical JSON and checks it against the expected digest
 // (skipped when want is empty).
 func Decode(data []byte, want string) (*Plan, error) {

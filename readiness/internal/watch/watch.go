@@ -7,6 +7,7 @@
 package watch
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -84,6 +85,10 @@ type published struct {
 	drift   *drift.Report
 	// reconciled is the Application's status.reconciledAt when last handled (watch lag).
 	reconciled time.Time
+	// release is the Application's release of the plan of digest releaseOf, the last one it
+	// named (release, below).
+	release   *plan.Release
+	releaseOf string
 }
 
 // HasSynced reports whether the informer has listed every Application once.
@@ -269,7 +274,7 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 		// last step would read as that step's readiness: nothing is published.
 		return nil
 	}
-	pl, err := w.plan(ctx, app)
+	pl, err := w.plan(ctx, app, st)
 	if err != nil {
 		return err
 	}
@@ -461,31 +466,63 @@ func driftID(app *argoapp.Application, r drift.Report) string {
 	return fmt.Sprintf("%s/drift/%s/%s", app.Name, hex.EncodeToString(sum[:])[:16], app.ResourceVersion)
 }
 
+// release returns app's release of the plan of digest, or nil and why it cannot be known; an
+// error is a failed read, retried. It keeps the release in st (detached from its plan, its values
+// shared with the Application's own when they are the same bytes), so that the events that do
+// not move the Application to another plan (Argo CD writes every Application's status at each
+// refresh, in no order) read no plan: with more plans named than the plan cache holds, every one
+// of them used to read a plan from the API server and decode it again.
+func (w *Watcher) release(ctx context.Context, app *argoapp.Application, digest string, st *published) (*plan.Release, string, error) {
+	live := liveValues(app)
+	if r := st.release; r != nil && st.releaseOf == digest && r.Name == app.Name {
+		// Point the kept values at this copy of the Application's own, so the copy the
+		// informer has replaced can go.
+		if v, err := r.ValuesJSON(); err == nil && len(v) > 0 && len(live) > 0 && &v[0] != &live[0] && bytes.Equal(v, live) {
+			*r = r.Detached(live)
+		}
+		return r, "", nil
+	}
+	p, err := w.Plans.Get(ctx, digest)
+	if plan.IsUnreadable(err) {
+		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Err(err).Msg("plan named by the application cannot be read; not judged, drift not checked")
+		return nil, fmt.Sprintf("plan %s, named by annotation %s, cannot be read from the operator namespace (%v)", digest, v1alpha1.AnnotationPlanDigest, err), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	r, ok := p.Release(app.Name)
+	if !ok {
+		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan has no release of the application's name; drift not checked")
+		return nil, fmt.Sprintf("plan %s has no release %s", digest, app.Name), nil
+	}
+	d := r.Detached(live)
+	st.release, st.releaseOf = &d, digest
+	return &d, "", nil
+}
+
+// liveValues returns the Helm values of app's spec as they came from the API server, or nil.
+func liveValues(app *argoapp.Application) []byte {
+	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
+		return src.Helm.ValuesObject.Raw
+	}
+	return nil
+}
+
 // plan renders what the operator wrote for app from the plan it names: the Application both
 // the verdict and drift detection compare with. When that cannot be known (no plan annotation,
 // the plan or the release gone) Want is nil and Missing says why; an error is a failed read,
 // retried.
-func (w *Watcher) plan(ctx context.Context, app *argoapp.Application) (fences.Plan, error) {
+func (w *Watcher) plan(ctx context.Context, app *argoapp.Application, st *published) (fences.Plan, error) {
 	digest := app.Annotations[v1alpha1.AnnotationPlanDigest]
 	pl := fences.Plan{Digest: digest}
 	if digest == "" {
 		pl.Missing = "the Application carries no " + v1alpha1.AnnotationPlanDigest + " annotation"
 		return pl, nil
 	}
-	p, err := w.Plans.Get(ctx, digest)
-	if plan.IsUnreadable(err) {
-		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Err(err).Msg("plan named by the application cannot be read; not judged, drift not checked")
-		pl.Missing = fmt.Sprintf("plan %s, named by annotation %s, cannot be read from the operator namespace (%v)", digest, v1alpha1.AnnotationPlanDigest, err)
-		return pl, nil
-	}
-	if err != nil {
+	r, missing, err := w.release(ctx, app, digest, st)
+	if err != nil || r == nil {
+		pl.Missing = missing
 		return pl, err
-	}
-	r, ok := p.Release(app.Name)
-	if !ok {
-		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan has no release of the application's name; drift not checked")
-		pl.Missing = fmt.Sprintf("plan %s has no release %s", digest, app.Name)
-		return pl, nil
 	}
 	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
 	// Rendered with the engine running: the engine-suspended annotation is not taken on trust.

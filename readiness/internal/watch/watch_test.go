@@ -705,11 +705,12 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 	}
 }
 
-// TestWatcherReadsEachPlanOnceAtStart: the first list's Applications are judged grouped by the
-// plan they name, so with more plans named than the plan cache holds each plan is still read
-// once, whatever order the list came in: the fake lists by name, and the names alternate plans
-// (a real streaming list comes in map order).
-func TestWatcherReadsEachPlanOnceAtStart(t *testing.T) {
+// TestWatcherReadsEachPlanOnce: with more plans named than the plan cache holds, each plan is
+// read once. At start the first list's Applications are judged grouped by the plan they name,
+// whatever order the list came in (the fake lists by name, and the names alternate plans; a real
+// streaming list comes in map order). After, an Application that still names the same plan is
+// judged against the release kept from its last judgement.
+func TestWatcherReadsEachPlanOnce(t *testing.T) {
 	const plans, perPlan = 3, 4
 	var objs []runtime.Object
 	var cms []runtime.Object
@@ -757,6 +758,64 @@ func TestWatcherReadsEachPlanOnceAtStart(t *testing.T) {
 		}
 	}()
 	rec.waitFor(t, "a verdict on every Application", func(s []sent) bool { return len(verdicts(s)) == plans*perPlan })
+	readOnce(t, kube, plans, "at start")
+
+	// Argo CD refreshes every Application and writes its status, in no order of plans: here
+	// each now reports a sync running, a new verdict each, judged without reading a plan again.
+	slices.SortFunc(objs, func(a, b runtime.Object) int {
+		return strings.Compare(a.(*argoapp.Application).Name, b.(*argoapp.Application).Name) // plans alternate
+	})
+	for _, o := range objs {
+		app := o.(*argoapp.Application).DeepCopy()
+		app.Status.Health.Status = "Progressing"
+		if _, err := w.Apps.(*fakeApps).Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := rec.waitFor(t, "a second verdict on every Application", func(s []sent) bool { return len(verdicts(s)) == 2*plans*perPlan })
+	for _, v := range verdicts(s)[plans*perPlan:] {
+		if v.Ready || v.PlanDigest == "" {
+			t.Errorf("verdict after the refresh %+v, want not ready, judged against its plan", v)
+		}
+	}
+	readOnce(t, kube, plans, "after every Application's status changed")
+
+	// The next rollout writes c00 from a plan of its own: that plan is read.
+	bundle, err := plan.ParseBundle([]byte("apiVersion: bundle.aicr.run/v1alpha1\nkind: Bundle\nmetadata: {name: test, version: 2.0.0}\ncomponents:\n" +
+		"- name: c00\n  namespace: ns\n  chart: {path: charts/c, digest: \"sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4\"}\n  values: {plan: 9}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := plan.Resolve(bundle, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := next.ConfigMap("aicr-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.Tracker().Add(cm); err != nil {
+		t.Fatal(err)
+	}
+	app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: next.Digest(),
+		Release: &next.Releases[0], StepID: "r-9/1", StepStarted: time.Unix(1_800_000_300, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.UID = types.UID(app.Name)
+	if _, err := w.Apps.(*fakeApps).Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "a verdict on c00 against the next plan", func(s []sent) bool {
+		vs := verdicts(s)
+		return len(vs) > 2*plans*perPlan && vs[len(vs)-1].PlanDigest == next.Digest()
+	})
+	readOnce(t, kube, plans+1, "after c00 moved to the next plan")
+}
+
+// readOnce checks that each of the plans was read exactly once from the API server.
+func readOnce(t *testing.T, kube *k8sfake.Clientset, plans int, when string) {
+	t.Helper()
 	reads := map[string]int{}
 	for _, a := range kube.Actions() {
 		if g, ok := a.(clienttesting.GetAction); ok && a.GetResource().Resource == "configmaps" {
@@ -764,11 +823,11 @@ func TestWatcherReadsEachPlanOnceAtStart(t *testing.T) {
 		}
 	}
 	if len(reads) != plans {
-		t.Fatalf("read %d plans, want %d: %v", len(reads), plans, reads)
+		t.Fatalf("%s: read %d plans, want %d: %v", when, len(reads), plans, reads)
 	}
 	for name, n := range reads {
 		if n != 1 {
-			t.Errorf("plan %s read %d times, want once (reads %v)", name, n, reads)
+			t.Errorf("%s: plan %s read %d times, want once (reads %v)", when, name, n, reads)
 		}
 	}
 }
