@@ -84,7 +84,7 @@ type response struct {
 // watches' events, or the errors they were opened with.
 func watchBoth(t *testing.T, resp response) (ours, clientGo []watch.Event, oursErr, clientGoErr error) {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications" || r.URL.Query().Get("watch") != "true" {
 			http.Error(w, "unexpected request "+r.URL.String(), http.StatusBadRequest)
 			return
@@ -92,12 +92,7 @@ func watchBoth(t *testing.T, resp response) (ours, clientGo []watch.Event, oursE
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(resp.code)
 		_, _ = io.WriteString(w, resp.body)
-	}))
-	t.Cleanup(srv.Close)
-	c, err := NewForConfig(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	opts := metav1.ListOptions{ResourceVersion: "4700", AllowWatchBookmarks: true}
@@ -109,6 +104,18 @@ func watchBoth(t *testing.T, resp response) (ours, clientGo []watch.Event, oursE
 		VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
 	clientGo = drain(ctx, t, w)
 	return ours, clientGo, oursErr, clientGoErr
+}
+
+// serve returns a client of a server answering with handler, for the test's length.
+func serve(t *testing.T, handler http.HandlerFunc) *Client {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	c, err := NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // drain reads w's events until it closes its channel (nil for a nil watch).
@@ -278,17 +285,12 @@ func TestWatchOpensAsClientGo(t *testing.T) {
 	}
 
 	t.Run("the connection closed before an answer", func(t *testing.T) {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		c := serve(t, func(w http.ResponseWriter, _ *http.Request) {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
 				_ = conn.Close()
 			}
-		}))
-		t.Cleanup(srv.Close)
-		c, err := NewForConfig(&rest.Config{Host: srv.URL})
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		w, err := c.Applications("argocd").Watch(ctx, metav1.ListOptions{})

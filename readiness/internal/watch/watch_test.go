@@ -715,24 +715,12 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 	var objs []runtime.Object
 	var cms []runtime.Object
 	for k := range plans {
-		var b strings.Builder
-		fmt.Fprintf(&b, "apiVersion: bundle.aicr.run/v1alpha1\nkind: Bundle\nmetadata: {name: test, version: 1.0.%d}\ncomponents:\n", k)
+		var components []string
 		for i := range perPlan {
 			// Named so that name order alternates plans: c00 (plan 0), c01 (plan 1), ...
-			fmt.Fprintf(&b, "- name: c%d%d\n  namespace: ns\n  chart: {path: charts/c, digest: \"sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4\"}\n  values: {plan: %d}\n", i, k, k)
+			components = append(components, fmt.Sprintf("c%d%d: {plan: %d}", i, k, k))
 		}
-		bundle, err := plan.ParseBundle([]byte(b.String()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := plan.Resolve(bundle, plan.Inputs{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm, err := p.ConfigMap("aicr-system")
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, cm := storedPlan(t, fmt.Sprintf("1.0.%d", k), components...)
 		cms = append(cms, cm)
 		for i := range p.Releases {
 			app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: p.Digest(),
@@ -781,19 +769,7 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 	readOnce(t, kube, plans, "after every Application's status changed")
 
 	// The next rollout writes c00 from a plan of its own: that plan is read.
-	bundle, err := plan.ParseBundle([]byte("apiVersion: bundle.aicr.run/v1alpha1\nkind: Bundle\nmetadata: {name: test, version: 2.0.0}\ncomponents:\n" +
-		"- name: c00\n  namespace: ns\n  chart: {path: charts/c, digest: \"sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4\"}\n  values: {plan: 9}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := plan.Resolve(bundle, plan.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := next.ConfigMap("aicr-system")
-	if err != nil {
-		t.Fatal(err)
-	}
+	next, cm := storedPlan(t, "2.0.0", "c00: {plan: 9}")
 	if err := kube.Tracker().Add(cm); err != nil {
 		t.Fatal(err)
 	}
@@ -811,6 +787,31 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 		return len(vs) > 2*plans*perPlan && vs[len(vs)-1].PlanDigest == next.Digest()
 	})
 	readOnce(t, kube, plans+1, "after c00 moved to the next plan")
+}
+
+// storedPlan is the plan of a bundle of the given components ("name: values", one chart each)
+// and its ConfigMap.
+func storedPlan(t *testing.T, version string, components ...string) (*plan.Plan, *corev1.ConfigMap) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: bundle.aicr.run/v1alpha1\nkind: Bundle\nmetadata: {name: test, version: %s}\ncomponents:\n", version)
+	for _, c := range components {
+		name, values, _ := strings.Cut(c, ": ")
+		fmt.Fprintf(&b, "- name: %s\n  namespace: ns\n  chart: {path: charts/c, digest: \"sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4\"}\n  values: %s\n", name, values)
+	}
+	bundle, err := plan.ParseBundle([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Resolve(bundle, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := p.ConfigMap("aicr-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, cm
 }
 
 // readOnce checks that each of the plans was read exactly once from the API server.
