@@ -474,7 +474,7 @@ func driftID(app *argoapp.Application, r drift.Report) string {
 // of them used to read a plan from the API server and decode it again.
 func (w *Watcher) release(ctx context.Context, app *argoapp.Application, digest string, st *published) (*plan.Release, string, error) {
 	live := liveValues(app)
-	if r := st.release; r != nil && st.releaseOf == digest && r.Name == app.Name {
+	if r := st.release; r != nil && st.releaseOf == digest { // st is this Application's: same name
 		// Point the kept values at this copy of the Application's own, so the copy the
 		// informer has replaced can go.
 		if v, err := r.ValuesJSON(); err == nil && len(v) > 0 && len(live) > 0 && &v[0] != &live[0] && bytes.Equal(v, live) {

@@ -120,7 +120,13 @@ var testSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", 
 // testPlan is a one-release plan stored as its ConfigMap.
 func testPlan(t testing.TB) (*plan.Plan, *corev1.ConfigMap) {
 	t.Helper()
-	b, err := plan.ParseBundle([]byte(bundleYAML))
+	return planOf(t, bundleYAML)
+}
+
+// planOf is the plan of a bundle document and its ConfigMap in the operator namespace.
+func planOf(t testing.TB, bundleDoc string) (*plan.Plan, *corev1.ConfigMap) {
+	t.Helper()
+	b, err := plan.ParseBundle([]byte(bundleDoc))
 	if err != nil {
 		t.Fatalf("parse bundle: %v", err)
 	}
@@ -268,6 +274,13 @@ func startWatcherWith(t *testing.T, rollouts *fakeRollouts, objs ...runtime.Obje
 	w := &Watcher{Apps: apps, Settings: testSettings, Publisher: rec,
 		Plans:    plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 0),
 		Removals: &removal.Checker{Rollouts: rollouts}}
+	return apps, rec, runWatcher(t, w)
+}
+
+// runWatcher runs w until the returned cancel is called or the test ends, then checks that it
+// stopped cleanly.
+func runWatcher(t *testing.T, w *Watcher) context.CancelFunc {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -282,7 +295,7 @@ func startWatcherWith(t *testing.T, rollouts *fakeRollouts, objs ...runtime.Obje
 			t.Errorf("watcher did not stop within %s", waitTimeout)
 		}
 	})
-	return apps, rec, cancel
+	return cancel
 }
 
 func TestWatcherPublishesAVerdictOnlyWhenItChanges(t *testing.T) {
@@ -723,28 +736,15 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 		p, cm := storedPlan(t, fmt.Sprintf("1.0.%d", k), components...)
 		cms = append(cms, cm)
 		for i := range p.Releases {
-			app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: p.Digest(),
-				Release: &p.Releases[i], StepID: fmt.Sprintf("r-%d/%d", k, i+1), StepStarted: time.Unix(1_800_000_000, 0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			app.UID = types.UID(app.Name)
-			objs = append(objs, app)
+			objs = append(objs, writtenFrom(t, p, i, fmt.Sprintf("r-%d/%d", k, i+1), time.Unix(1_800_000_000, 0)))
 		}
 	}
 	kube := k8sfake.NewSimpleClientset(cms...)
 	rec := &recorder{}
 	w := &Watcher{Apps: newFakeApps(t, objs...), Settings: testSettings, Publisher: rec,
 		Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watcher: %v", err)
-		}
-	}()
+	runWatcher(t, w)
+	ctx := context.Background()
 	rec.waitFor(t, "a verdict on every Application", func(s []sent) bool { return len(verdicts(s)) == plans*perPlan })
 	readOnce(t, kube, plans, "at start")
 
@@ -773,13 +773,7 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 	if err := kube.Tracker().Add(cm); err != nil {
 		t.Fatal(err)
 	}
-	app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: next.Digest(),
-		Release: &next.Releases[0], StepID: "r-9/1", StepStarted: time.Unix(1_800_000_300, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app.UID = types.UID(app.Name)
-	if _, err := w.Apps.(*fakeApps).Update(ctx, app, metav1.UpdateOptions{}); err != nil {
+	if _, err := w.Apps.(*fakeApps).Update(ctx, writtenFrom(t, next, 0, "r-9/1", time.Unix(1_800_000_300, 0)), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "a verdict on c00 against the next plan", func(s []sent) bool {
@@ -787,6 +781,19 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 		return len(vs) > 2*plans*perPlan && vs[len(vs)-1].PlanDigest == next.Digest()
 	})
 	readOnce(t, kube, plans+1, "after c00 moved to the next plan")
+}
+
+// writtenFrom is the Application the applier writes for release i of p in step stepID (no
+// status), its UID its name.
+func writtenFrom(t *testing.T, p *plan.Plan, i int, stepID string, started time.Time) *argoapp.Application {
+	t.Helper()
+	app, err := appspec.Build(testSettings, appspec.Input{Runtime: "cluster", RuntimeUID: "rt-uid", PlanDigest: p.Digest(),
+		Release: &p.Releases[i], StepID: stepID, StepStarted: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.UID = types.UID(app.Name)
+	return app
 }
 
 // storedPlan is the plan of a bundle of the given components ("name: values", one chart each)
@@ -799,19 +806,7 @@ func storedPlan(t *testing.T, version string, components ...string) (*plan.Plan,
 		name, values, _ := strings.Cut(c, ": ")
 		fmt.Fprintf(&b, "- name: %s\n  namespace: ns\n  chart: {path: charts/c, digest: \"sha256:db3440cd1cf81965a768c454a0dd5323fff8a29d663559ceee99e219f32f11a4\"}\n  values: %s\n", name, values)
 	}
-	bundle, err := plan.ParseBundle([]byte(b.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := plan.Resolve(bundle, plan.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := p.ConfigMap("aicr-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, cm
+	return planOf(t, b.String())
 }
 
 // readOnce checks that each of the plans was read exactly once from the API server.
