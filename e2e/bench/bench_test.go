@@ -24,11 +24,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aicr-run/aicr-operator/e2e/benchstat"
+	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
@@ -616,6 +618,8 @@ func BenchmarkReadiness10000(b *testing.B) {
 					s.Add("hwm", mib(m.hwm))
 					s.Add("judged", m.judged.Seconds())
 					s.Add("cpu", float64(m.cpuTicks*10)/1000)
+					s.Add("refresh-cpu", float64(m.refreshTicks*10)/readinessApps)
+					s.Add("republished", float64(m.republished))
 				}
 				if v.ownAPIServer {
 					return nil // its API server goes with it
@@ -645,25 +649,35 @@ func BenchmarkReadiness10000(b *testing.B) {
 				"≤ 250 MiB", rss.Verdict(func(m float64) bool { return m <= 250 }))
 			results.info(fmt.Sprintf("  %s: start to 10 000 verdicts published; readiness CPU until idle", v.label),
 				fmt.Sprintf("%s; %s", s.Get("judged").Format("%.1f", "s"), s.Get("cpu").Format("%.1f", "s")))
+			refresh := s.Get("refresh-cpu")
+			b.ReportMetric(refresh.Median, strings.ReplaceAll(v.label, " ", "-")+"-refresh-cpu-ms/app")
+			results.info(fmt.Sprintf("  %s: an Argo CD refresh of every Application (status.reconciledAt moved): readiness CPU per Application; "+
+				"as a share of a core at Argo CD's default reconciliation (all of them every 180 s); verdicts published again", v.label),
+				fmt.Sprintf("%s; %.1f %%; %s", refresh.Format("%.2f", "ms"), refresh.Median*readinessApps/180/1000*100, s.Get("republished").Format("%.0f", "")))
 		}
 	}
 }
 
-// judged is one readiness start on the 10 000 Applications.
+// judged is one readiness start on the 10 000 Applications, and the refresh after it.
 type judged struct {
 	rss, anon, file, hwm int64 // KiB
 	judged               time.Duration
 	cpuTicks             int64
+	// refreshTicks is readiness's CPU from the first status write of the refresh to idle after
+	// it has seen every one; republished is how many verdicts it published in that time.
+	refreshTicks, republished int64
 }
 
 // judgeAll starts a fresh readiness, waits for a verdict on each of the runtime's readinessApps
-// Applications and for the process to go idle, reads its memory and stops it.
+// Applications and for the process to go idle, reads its memory, then plays an Argo CD refresh
+// of every Application (refreshAll) and stops it.
 func judgeAll(ctx context.Context, rt, name string) (judged, error) {
 	var verdicts sync.Map
-	var count atomic.Int64
+	var count, published atomic.Int64
 	sub, err := h.nc.Subscribe(bus.Prefix+".evt.release."+rt+".>", func(m *nats.Msg) {
 		var v bus.ReleaseVerdict
 		if json.Unmarshal(m.Data, &v) == nil {
+			published.Add(1)
 			if _, dup := verdicts.LoadOrStore(v.Release, true); !dup {
 				count.Add(1)
 			}
@@ -709,7 +723,88 @@ func judgeAll(ctx context.Context, rt, name string) (judged, error) {
 	}
 	j.anon, j.file = rssParts(p)
 	j.cpuTicks, _ = cpuTicks(p.pid())
+	before := published.Load()
+	if j.refreshTicks, err = refreshAll(ctx, rt, p); err != nil {
+		return judged{}, err
+	}
+	j.republished = published.Load() - before
 	return j, h.stop(name)
+}
+
+// refreshed is the status.reconciledAt the last refreshAll wrote: each writes a later one.
+var refreshed time.Time
+
+// refreshAll plays one Argo CD refresh of the runtime's readinessApps Applications against the
+// running readiness p: nothing changed, so Argo CD's controller writes only status.reconciledAt
+// (a merge patch of the Application, which has no status subresource), which it does for every
+// Application once per reconciliation period (timeout.reconciliation, 180 s by default). It
+// returns readiness's CPU clock ticks from the first write until it has seen every Application
+// move (its watch_lag_seconds histogram counts each) and is idle again.
+func refreshAll(ctx context.Context, rt string, p *proc) (int64, error) {
+	lagCount := func() (float64, error) {
+		m, err := stack.ScrapeURL(ctx, p.name, p.metricsURL)
+		if err != nil {
+			return 0, err
+		}
+		n, ok := m.Sum("aicr_readiness_watch_lag_seconds_count", nil)
+		if !ok {
+			return 0, fmt.Errorf("%s exports no aicr_readiness_watch_lag_seconds", p.name)
+		}
+		return n, nil
+	}
+	seen, err := lagCount()
+	if err != nil {
+		return 0, err
+	}
+	refreshed = refreshed.Add(time.Second)
+	if now := time.Now().UTC().Truncate(time.Second); now.After(refreshed) {
+		refreshed = now
+	}
+	patch := []byte(fmt.Sprintf(`{"status":{"reconciledAt":%q}}`, refreshed.Format(time.RFC3339)))
+	start, _ := cpuTicks(p.pid())
+	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
+	names := make(chan string, 16)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range names {
+				if err := retryTransient(func() error {
+					_, err := apps.Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
+					return err
+				}); err != nil {
+					select {
+					case errc <- fmt.Errorf("refresh application %s: %w", n, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range readinessApps {
+		names <- fmt.Sprintf("%s-%05d", rt, i)
+	}
+	close(names)
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return 0, err
+	}
+	want := seen + readinessApps
+	err = testenv.WaitFor(ctx, verdictsTimeout, fmt.Sprintf("%s sees %d refreshed Applications", p.name, readinessApps), func(context.Context) (bool, error) {
+		n, err := lagCount()
+		return n >= want, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := waitIdle(ctx, p); err != nil {
+		return 0, err
+	}
+	end, _ := cpuTicks(p.pid())
+	return end - start, nil
 }
 
 // --- scenario helpers ---
@@ -804,7 +899,7 @@ func storePlan(tb testing.TB, p *plan.Plan) *plan.Plan {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	err = createRetrying(func() error {
+	err = retryTransient(func() error {
 		_, err := h.kube.CoreV1().ConfigMaps(operatorNamespace).Create(context.Background(), cm, metav1.CreateOptions{})
 		return err
 	})
@@ -814,14 +909,15 @@ func storePlan(tb testing.TB, p *plan.Plan) *plan.Plan {
 	return p
 }
 
-// createRetrying runs a create until it succeeds or finds the object there, retrying what a
-// loaded API server answers transiently (timeouts, throttling, a lost connection). Setting up a
-// figure is not part of it, and a busy shared machine must not fail the run.
-func createRetrying(create func() error) error {
+// retryTransient runs a write until it succeeds (a create: or finds the object there),
+// retrying what a loaded API server answers transiently (timeouts, throttling, a lost
+// connection). Setting up a figure is not part of it, and a busy shared machine must not fail
+// the run.
+func retryTransient(write func() error) error {
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6, Cap: 30 * time.Second}
 	err := retry.OnError(backoff, func(err error) bool {
 		return !apierrors.IsAlreadyExists(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) && !apierrors.IsForbidden(err)
-	}, create)
+	}, write)
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -962,7 +1058,7 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 		go func() {
 			defer wg.Done()
 			for a := range jobs {
-				if err := createRetrying(func() error { _, err := apps.Create(ctx, a, metav1.CreateOptions{}); return err }); err != nil {
+				if err := retryTransient(func() error { _, err := apps.Create(ctx, a, metav1.CreateOptions{}); return err }); err != nil {
 					select {
 					case errc <- fmt.Errorf("create application %s: %w", a.Name, err):
 					default:

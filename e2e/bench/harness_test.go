@@ -93,6 +93,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    string
+	// metricsURL is its /metrics.
+	metricsURL string
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -264,7 +266,7 @@ func (h *harness) startWith(ctx context.Context, name, binary string, env ...str
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, exited: make(chan struct{}), log: logPath}
+	p := &proc{name: name, cmd: cmd, exited: make(chan struct{}), log: logPath, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])}
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.exited) }()
 	h.procs[name] = p
 	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0])

@@ -36,22 +36,27 @@ func (s *Stack) Scrape(ctx context.Context, binary string) (Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ScrapeURL(ctx, binary, url)
+}
+
+// ScrapeURL reads the /metrics at url, of the process named name (for errors).
+func ScrapeURL(ctx context.Context, name, url string) (Metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", binary, err)
+		return nil, fmt.Errorf("scrape %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", binary, resp.Status)
+		return nil, fmt.Errorf("scrape %s: %s", name, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("parse the metrics of %s: %w", binary, err)
+		return nil, fmt.Errorf("parse the metrics of %s: %w", name, err)
 	}
 	return Metrics(mfs), nil
 }
