@@ -786,35 +786,20 @@ func refreshAll(ctx context.Context, rt string, p *proc) (readiness, apiserver i
 	start, _ := cpuTicks(p.pid())
 	apiserverStart, _ := cpuTicks(apiserverPID())
 	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
-	names := make(chan string, 16)
-	errc := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range names {
-				if err := retryTransient(func() error {
-					_, err := apps.Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
-					return err
-				}); err != nil {
-					select {
-					case errc <- fmt.Errorf("refresh application %s: %w", n, err):
-					default:
-					}
-				}
-			}
-		}()
-	}
+	names, wait := writers(func(n string) error {
+		_, err := apps.Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return fmt.Errorf("refresh application %s: %w", n, err)
+		}
+		return nil
+	})
 	// Argo CD's controller refreshes in its queue's order, which knows nothing of plans: a
 	// fixed shuffle, not the plans' order in which the Applications were created.
 	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(readinessApps) {
 		names <- fmt.Sprintf("%s-%05d", rt, i)
 	}
 	close(names)
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+	if err := wait(); err != nil {
 		return 0, 0, err
 	}
 	want := seen + readinessApps
@@ -1076,23 +1061,12 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
 	settings := appspec.Settings{EngineNamespace: engineNamespace, Project: project, Repository: repository}
 	started := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	jobs := make(chan *argov1alpha1.Application, 16)
-	errc := make(chan error, 16)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for a := range jobs {
-				if err := retryTransient(func() error { _, err := apps.Create(ctx, a, metav1.CreateOptions{}); return err }); err != nil {
-					select {
-					case errc <- fmt.Errorf("create application %s: %w", a.Name, err):
-					default:
-					}
-				}
-			}
-		}()
-	}
+	jobs, wait := writers(func(a *argov1alpha1.Application) error {
+		if _, err := apps.Create(ctx, a, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create application %s: %w", a.Name, err)
+		}
+		return nil
+	})
 	var buildErr error
 	var size int
 	for k := 0; k*v.perPlan < readinessApps && buildErr == nil; k++ {
@@ -1143,12 +1117,39 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 		}
 	}
 	close(jobs)
-	wg.Wait()
-	close(errc)
+	err := wait()
 	if buildErr != nil {
 		return 0, buildErr
 	}
-	return float64(size) / readinessApps, <-errc
+	return float64(size) / readinessApps, err
+}
+
+// writers starts 8 goroutines that run write on each item sent to the returned channel, each
+// through retryTransient. Close the channel, then call wait: it returns when every item is
+// written, with the first error (the other items are still written).
+func writers[T any](write func(T) error) (chan<- T, func() error) {
+	items := make(chan T, 16)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range items {
+				if err := retryTransient(func() error { return write(it) }); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	return items, func() error {
+		wg.Wait()
+		close(errc)
+		return <-errc
+	}
 }
 
 // deleteReadinessApps deletes the runtime's Applications and waits until they are gone, so the
