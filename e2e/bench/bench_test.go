@@ -696,8 +696,7 @@ func judgeAll(ctx context.Context, rt, name string) (judged, error) {
 	}
 	defer sub.Unsubscribe()
 	start := time.Now()
-	apiserver := apiserverPID()
-	apiserverStart, _ := cpuTicks(apiserver)
+	cpu := newCPUMeter()
 	var env []string
 	if *readinessMemLimit != "" {
 		env = append(env, "GOMEMLIMIT="+*readinessMemLimit)
@@ -733,24 +732,13 @@ func judgeAll(ctx context.Context, rt, name string) (judged, error) {
 	}
 	j.anon, j.file = rssParts(p)
 	j.cpuTicks, _ = cpuTicks(p.pid())
-	apiserverEnd, _ := cpuTicks(apiserver)
-	j.apiserverTicks = apiserverEnd - apiserverStart
+	j.apiserverTicks = cpu.used().of("kube-apiserver")
 	before := published.Load()
 	if j.refreshTicks, j.refreshAPIServerTicks, err = refreshAll(ctx, rt, p); err != nil {
 		return judged{}, err
 	}
 	j.republished = published.Load() - before
 	return j, h.stop(name)
-}
-
-// apiserverPID is the harness's kube-apiserver process (0: none).
-func apiserverPID() int {
-	for _, p := range h.env.Processes() {
-		if p.Name == "kube-apiserver" {
-			return p.PID
-		}
-	}
-	return 0
 }
 
 // refreshed is the status.reconciledAt the last refreshAll wrote: each writes a later one.
@@ -784,7 +772,7 @@ func refreshAll(ctx context.Context, rt string, p *proc) (readiness, apiserver i
 	}
 	patch := []byte(fmt.Sprintf(`{"status":{"reconciledAt":%q}}`, refreshed.Format(time.RFC3339)))
 	start, _ := cpuTicks(p.pid())
-	apiserverStart, _ := cpuTicks(apiserverPID())
+	cpu := newCPUMeter()
 	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
 	names, wait := writers(func(n string) error {
 		_, err := apps.Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{})
@@ -814,8 +802,7 @@ func refreshAll(ctx context.Context, rt string, p *proc) (readiness, apiserver i
 		return 0, 0, err
 	}
 	end, _ := cpuTicks(p.pid())
-	apiserverEnd, _ := cpuTicks(apiserverPID())
-	return end - start, apiserverEnd - apiserverStart, nil
+	return end - start, cpu.used().of("kube-apiserver"), nil
 }
 
 // --- scenario helpers ---
@@ -1223,6 +1210,14 @@ func (m *cpuMeter) used() cpuUse {
 		u.ticks = append(u.ticks, t-m.start[i])
 	}
 	return u
+}
+
+// of is the clock ticks of the process named name (0: not measured).
+func (u cpuUse) of(name string) int64 {
+	if i := slices.Index(u.names, name); i >= 0 {
+		return u.ticks[i]
+	}
+	return 0
 }
 
 // total is the clock ticks of every process together.
