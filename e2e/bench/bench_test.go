@@ -340,7 +340,7 @@ func measureOverhead(ctx context.Context, b *testing.B, bundle *plan.Bundle, s *
 	s.Add("ms", ms(at.Sub(start)))
 	used := cpu.used()
 	cpuNames := used.addPerStep(s, overheadReleases)
-	s.Add("cpu", float64(used.total()*10)/overheadReleases)
+	s.Add("cpu", ticksMs(used.total())/overheadReleases)
 	addRequestsPerStep(s, reqs, apiRequests(ctx), overheadReleases)
 	rolloutName := rolloutOf(ctx, b, "svc-00")
 	fake, err := argo.syncTime(rolloutName, overheadReleases)
@@ -558,7 +558,7 @@ func BenchmarkApplierWrites(b *testing.B) {
 					b.Fatal(err)
 				}
 				s.Add("rate", float64(w.written)/w.elapsed.Seconds())
-				s.Add("cpu", float64((sumTicks(pids)-ticks0)*10)/float64(writeCommands))
+				s.Add("cpu", ticksMs(sumTicks(pids)-ticks0)/float64(writeCommands))
 				addRequestsPerStep(&s, reqs, apiRequests(ctx), writeCommands)
 				if w.bad > 0 {
 					failed += w.bad
@@ -618,10 +618,10 @@ func BenchmarkReadiness10000(b *testing.B) {
 					s.Add("file", mib(m.file))
 					s.Add("hwm", mib(m.hwm))
 					s.Add("judged", m.judged.Seconds())
-					s.Add("cpu", float64(m.cpuTicks*10)/1000)
-					s.Add("apiserver-cpu", float64(m.apiserverTicks*10)/1000)
-					s.Add("refresh-cpu", float64(m.refreshTicks*10)/readinessApps)
-					s.Add("refresh-apiserver-cpu", float64(m.refreshAPIServerTicks*10)/readinessApps)
+					s.Add("cpu", ticksMs(m.cpuTicks)/1000)
+					s.Add("apiserver-cpu", ticksMs(m.apiserverTicks)/1000)
+					s.Add("refresh-cpu", ticksMs(m.refreshTicks)/readinessApps)
+					s.Add("refresh-apiserver-cpu", ticksMs(m.refreshAPIServerTicks)/readinessApps)
 					s.Add("republished", float64(m.republished))
 				}
 				if v.ownAPIServer {
@@ -1229,11 +1229,11 @@ func (u cpuUse) total() int64 {
 	return n
 }
 
-// addPerStep records each process's CPU milliseconds per step (a clock tick is 10 ms) in s as
+// addPerStep records each process's CPU milliseconds per step in s as
 // "cpu:<process>", and returns the processes' names.
 func (u cpuUse) addPerStep(s *benchstat.Series, steps int) []string {
 	for i, t := range u.ticks {
-		s.Add("cpu:"+u.names[i], float64(t*10)/float64(steps))
+		s.Add("cpu:"+u.names[i], ticksMs(t)/float64(steps))
 	}
 	return u.names
 }

@@ -405,6 +405,12 @@ func cpuTicks(pid int) (int64, error) {
 	return u + s, nil
 }
 
+// msPerTick is a clock tick of /proc/<pid>/stat's CPU times (USER_HZ, 100 on Linux) in ms.
+const msPerTick = 10
+
+// ticksMs is t clock ticks in milliseconds.
+func ticksMs(t int64) float64 { return float64(t * msPerTick) }
+
 // idleWindow and idleTicks define idle: at most idleTicks clock ticks (10 ms each) of CPU in
 // the last idleWindow.
 const (

@@ -217,7 +217,7 @@ func (p *costProbe) measure(ctx context.Context, do func(context.Context) error)
 	if err != nil {
 		return 0, err
 	}
-	return float64((after-before)*10) / requestCostN, nil
+	return ticksMs(after-before) / requestCostN, nil
 }
 
 func (p *costProbe) next() string {
