@@ -168,14 +168,17 @@ bench: ## Measure the performance figures of README.md, each the median of 3 run
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench . -benchtime 1x -timeout $(BENCH_TIMEOUT) ./e2e/bench $(BENCH_FLAGS)
 
 # make bench-compare BASE=f777d7e: the 30-release overhead of bin/'s binaries beside BASE's,
-# alternating per repetition (BENCH_FLAGS=-bench.reps=9 for more).
+# alternating per repetition (BENCH_FLAGS=-bench.reps=9 for more). COMPARE=Readiness10000:
+# readiness's start and refresh at 10 000 Applications instead (BENCH_FLAGS=-bench.readiness=small
+# for the small values only).
 BASE ?=
+COMPARE ?= RolloutOverhead30
 .PHONY: bench-compare
-bench-compare: ## The 30-release overhead against another commit's binaries (BASE=<commit>), alternating per repetition: the paired ratio
+bench-compare: ## The 30-release overhead (or COMPARE=Readiness10000) against another commit's binaries (BASE=<commit>), alternating per repetition: the paired ratio
 	@[ -n "$(BASE)" ] || { echo "bench-compare: set BASE to the commit to compare with (BASE=f777d7e)"; exit 2; }
 	@base=$$(hack/bench-base.sh $(BASE)); \
 	bin=$$($(call tools_bin,$(BENCH_TOOLS),$(BIN_PKGS))); \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench 'RolloutOverhead30' -benchtime 1x -timeout 60m ./e2e/bench -bench.compare=$$base $(BENCH_FLAGS)
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(BIN_DIR) go test -tags bench -run '^$$' -bench '^Benchmark$(COMPARE)$$' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./e2e/bench -bench.compare=$$base $(BENCH_FLAGS)
 
 .PHONY: bench-argocd
 bench-argocd: ## The figure users feel: the operator against the event-driven floor on real Argo CD v3.4.2 (local stack; about 10 min)

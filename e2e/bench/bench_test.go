@@ -94,6 +94,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	flag.Parse()
+	if *compareDir != "" && filepath.Clean(*compareDir) == filepath.Clean(binDir) {
+		fmt.Fprintf(os.Stderr, "FAIL: -bench.compare=%s is AICR_BIN_DIR itself: name another build's folder (make bench-compare BASE=<commit> builds one)\n", *compareDir)
+		return 1
+	}
 	opts := testenv.Options{SkipApplicationSetCRD: true}
 	if *auditOn {
 		args, path, err := auditArgs()
@@ -170,9 +174,9 @@ func BenchmarkIdleRSS(b *testing.B) {
 }
 
 // compareDir names a folder of another build's planner, applier and readiness (make
-// bench-compare BASE=<commit> builds one) for BenchmarkRolloutOverhead30 to measure beside
-// bin/'s.
-var compareDir = flag.String("bench.compare", "", "a folder of another build's planner, applier and readiness binaries: BenchmarkRolloutOverhead30 measures them beside bin/'s, alternating, and reports the paired ratio")
+// bench-compare BASE=<commit> builds one) for BenchmarkRolloutOverhead30 and
+// BenchmarkReadiness10000 to measure beside bin/'s.
+var compareDir = flag.String("bench.compare", "", "a folder of another build's planner, applier and readiness binaries: BenchmarkRolloutOverhead30 and BenchmarkReadiness10000 measure them beside bin/'s, alternating, and report the paired ratio")
 
 // BenchmarkRolloutOverhead30 creates the ClusterRuntime for a 30-release bundle while the fake
 // Argo CD writes every status at once (an install, not measured), then changes the values of
@@ -587,7 +591,9 @@ func BenchmarkApplierWrites(b *testing.B) {
 // 3 history entries each), starts a fresh readiness reps times, waits until it has judged every
 // one and is idle, and reports its resident set (VmRSS) and peak (VmHWM): first with small
 // values, then with GPU-stack values (plantest.GPUStackValues, about 13 KiB a release, which
-// Argo CD's status copies into comparedTo, the sync result and each history entry).
+// Argo CD's status copies into comparedTo, the sync result and each history entry). With
+// -bench.compare each repetition starts the folder's readiness too, on the same Applications,
+// alternating which of the two goes first, and reports the paired ratios.
 func BenchmarkReadiness10000(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
@@ -601,7 +607,7 @@ func BenchmarkReadiness10000(b *testing.B) {
 			if !strings.HasPrefix(v.label, *readinessOnly) {
 				continue
 			}
-			var s benchstat.Series
+			var s, base, ratios benchstat.Series
 			var size float64
 			measure := func() error {
 				var err error
@@ -609,20 +615,31 @@ func BenchmarkReadiness10000(b *testing.B) {
 					return err
 				}
 				for rep := range *reps {
-					m, err := judgeAll(ctx, v.runtime, fmt.Sprintf("readiness-%s-%d", v.runtime, rep))
-					if err != nil {
-						return err
+					dirs := []string{h.binDir}
+					if *compareDir != "" {
+						// Alternating which goes first: in a fixed order the first start of
+						// each pair cost readiness more, whichever binary it was.
+						dirs = append(dirs, *compareDir)
+						if rep%2 == 1 {
+							slices.Reverse(dirs)
+						}
 					}
-					s.Add("rss", mib(m.rss))
-					s.Add("anon", mib(m.anon))
-					s.Add("file", mib(m.file))
-					s.Add("hwm", mib(m.hwm))
-					s.Add("judged", m.judged.Seconds())
-					s.Add("cpu", ticksMs(m.cpuTicks)/1000)
-					s.Add("apiserver-cpu", ticksMs(m.apiserverTicks)/1000)
-					s.Add("refresh-cpu", ticksMs(m.refreshTicks)/readinessApps)
-					s.Add("refresh-apiserver-cpu", ticksMs(m.refreshAPIServerTicks)/readinessApps)
-					s.Add("republished", float64(m.republished))
+					for _, dir := range dirs {
+						into, tag := &s, "bin"
+						if dir == *compareDir {
+							into, tag = &base, "base"
+						}
+						m, err := judgeAll(ctx, dir, v.runtime, fmt.Sprintf("readiness-%s-%d-%s", v.runtime, rep, tag))
+						if err != nil {
+							return err
+						}
+						m.addTo(into)
+					}
+					if *compareDir != "" {
+						for _, k := range []string{"cpu", "refresh-cpu", "rss"} {
+							ratios.Add(k, s.Last(k)/base.Last(k))
+						}
+					}
 				}
 				if v.ownAPIServer {
 					return nil // its API server goes with it
@@ -658,6 +675,14 @@ func BenchmarkReadiness10000(b *testing.B) {
 				"as a share of a core at Argo CD's default reconciliation (all of them every 180 s); verdicts published again; the API server's CPU per Application (the write and its events)", v.label),
 				fmt.Sprintf("%s; %.1f %%; %s; %s", refresh.Format("%.2f", "ms"), refresh.Median*readinessApps/180/1000*100, s.Get("republished").Format("%.0f", ""),
 					s.Get("refresh-apiserver-cpu").Format("%.2f", "ms")))
+			if *compareDir == "" {
+				continue
+			}
+			other := compareLabel(*compareDir)
+			results.info(fmt.Sprintf("  %s, %s's readiness (each repetition a start and a refresh of each, alternating which goes first): RSS; CPU in the start; per Application refreshed; verdicts published again", v.label, other),
+				fmt.Sprintf("%s; %s; %s; %s", base.Get("rss").Format("%.0f", "MiB"), base.Get("cpu").Format("%.1f", "s"), base.Get("refresh-cpu").Format("%.2f", "ms"), base.Get("republished").Format("%.0f", "")))
+			results.info(fmt.Sprintf("  %s, paired ratio, bin/ over %s: readiness CPU in the start; per Application refreshed; RSS", v.label, other),
+				fmt.Sprintf("%s; %s; %s", ratios.Get("cpu").Format("%.3f", "×"), ratios.Get("refresh-cpu").Format("%.3f", "×"), ratios.Get("rss").Format("%.3f", "×")))
 		}
 	}
 }
@@ -676,10 +701,25 @@ type judged struct {
 	apiserverTicks, refreshAPIServerTicks int64
 }
 
-// judgeAll starts a fresh readiness, waits for a verdict on each of the runtime's readinessApps
-// Applications and for the process to go idle, reads its memory, then plays an Argo CD refresh
-// of every Application (refreshAll) and stops it.
-func judgeAll(ctx context.Context, rt, name string) (judged, error) {
+// addTo records j in s: memory in MiB, the start's times and CPU in seconds, the refresh's CPU
+// in milliseconds per Application.
+func (j judged) addTo(s *benchstat.Series) {
+	s.Add("rss", mib(j.rss))
+	s.Add("anon", mib(j.anon))
+	s.Add("file", mib(j.file))
+	s.Add("hwm", mib(j.hwm))
+	s.Add("judged", j.judged.Seconds())
+	s.Add("cpu", ticksMs(j.cpuTicks)/1000)
+	s.Add("apiserver-cpu", ticksMs(j.apiserverTicks)/1000)
+	s.Add("refresh-cpu", ticksMs(j.refreshTicks)/readinessApps)
+	s.Add("refresh-apiserver-cpu", ticksMs(j.refreshAPIServerTicks)/readinessApps)
+	s.Add("republished", float64(j.republished))
+}
+
+// judgeAll starts a fresh readiness from dir, waits for a verdict on each of the runtime's
+// readinessApps Applications and for the process to go idle, reads its memory, then plays an
+// Argo CD refresh of every Application (refreshAll) and stops it.
+func judgeAll(ctx context.Context, dir, rt, name string) (judged, error) {
 	var verdicts sync.Map
 	var count, published atomic.Int64
 	sub, err := h.nc.Subscribe(bus.Prefix+".evt.release."+rt+".>", func(m *nats.Msg) {
@@ -701,7 +741,7 @@ func judgeAll(ctx context.Context, rt, name string) (judged, error) {
 	if *readinessMemLimit != "" {
 		env = append(env, "GOMEMLIMIT="+*readinessMemLimit)
 	}
-	p, err := h.startWith(ctx, name, "readiness", env...)
+	p, err := h.startFrom(ctx, dir, name, "readiness", env...)
 	if err != nil {
 		return judged{}, err
 	}

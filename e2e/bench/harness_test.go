@@ -241,6 +241,11 @@ func (h *harness) start(ctx context.Context, name, binary string) (*proc, error)
 
 // startWith is start with env (KEY=value) added to the binary's environment.
 func (h *harness) startWith(ctx context.Context, name, binary string, env ...string) (*proc, error) {
+	return h.startFrom(ctx, h.binDir, name, binary, env...)
+}
+
+// startFrom is startWith with the binary from dir, not the bin folder.
+func (h *harness) startFrom(ctx context.Context, dir, name, binary string, env ...string) (*proc, error) {
 	ports := make([]int, 2)
 	for i := range ports {
 		p, err := testenv.FreePort()
@@ -258,7 +263,7 @@ func (h *harness) startWith(ctx context.Context, name, binary string, env ...str
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(h.binDir, binary), args...)
+	cmd := exec.Command(filepath.Join(dir, binary), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(append(os.Environ(), "POD_NAME="+name), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
