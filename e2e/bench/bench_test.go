@@ -1059,7 +1059,12 @@ type readinessVariant struct {
 // 800 MB saturates that etcd: once it timed out readiness's lease renewal and readiness, as it
 // must, stopped. There readiness runs without leader election; what is measured is its informer.
 func withOwnAPIServer(ctx context.Context, f func() error) error {
-	env, err := testenv.Start(testenv.Options{SkipApplicationSetCRD: true, APIServerArgs: []string{"--watch-cache=false"}})
+	// 10 000 Applications with GPU-stack values are about 1 GB in etcd, and a refresh writes each
+	// again: with the revisions the API server has not compacted yet (every 5 minutes) that
+	// passed etcd's default backend quota of 2 GiB ("mvcc: database space exceeded"). 8 GiB is
+	// etcd's suggested maximum.
+	env, err := testenv.Start(testenv.Options{SkipApplicationSetCRD: true, APIServerArgs: []string{"--watch-cache=false"},
+		EtcdArgs: []string{"--quota-backend-bytes=8589934592"}})
 	if err != nil {
 		return err
 	}
@@ -1153,17 +1158,25 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 
 // writers starts 8 goroutines that run write on each item sent to the returned channel, each
 // through retryTransient. Close the channel, then call wait: it returns when every item is
-// written, with the first error (the other items are still written).
+// written, or with the first error. After an error the items still sent are taken and not
+// written: the run fails anyway, and retrying each one holds it for hours (a refresh whose
+// writes etcd refused for lack of space was still retrying them, about a minute each, 12
+// minutes later).
 func writers[T any](write func(T) error) (chan<- T, func() error) {
 	items := make(chan T, 16)
 	errc := make(chan error, 1)
+	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for it := range items {
+				if failed.Load() {
+					continue
+				}
 				if err := retryTransient(func() error { return write(it) }); err != nil {
+					failed.Store(true)
 					select {
 					case errc <- err:
 					default:

@@ -60,6 +60,7 @@ func (e *Env) startEtcd(ctx context.Context) error {
 			"--unsafe-no-fsync",
 		},
 	}
+	spec.args = append(spec.args, e.opts.EtcdArgs...)
 	return e.launch(ctx, spec, etcdReadyTimeout, func(ctx context.Context) (bool, error) {
 		body, err := httpGet(ctx, client+"/health")
 		if err != nil {

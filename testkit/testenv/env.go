@@ -86,6 +86,8 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags, appended last: a plain flag given again
 	// overrides testenv's value, a list flag (--enable-admission-plugins) adds to it.
 	APIServerArgs []string
+	// EtcdArgs are extra etcd flags, appended last (a flag given again overrides testenv's).
+	EtcdArgs []string
 
 	// ToolsDir is the folder with the binaries; when empty, $AICR_TOOLS_BIN, then hack/tools.sh.
 	ToolsDir string
