@@ -240,11 +240,7 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 		} else {
 			ours := h.binDir
 			for i := range *reps {
-				order := []string{ours, *compareDir}
-				if i%2 == 1 {
-					slices.Reverse(order)
-				}
-				for _, dir := range order {
+				for _, dir := range pairOrder(ours, i) {
 					if err := h.useBinaries(ctx, dir); err != nil {
 						b.Fatal(err)
 					}
@@ -256,8 +252,7 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 					cpuNames = measureOverhead(ctx, b, overheadBundle(rev), into)
 					rev++
 				}
-				ratios.Add("operator-ms", s.Last("operator-ms")/base.Last("operator-ms"))
-				ratios.Add("cpu", s.Last("cpu")/base.Last("cpu"))
+				addPairRatios(&ratios, &s, &base, "operator-ms", "cpu")
 			}
 			if err := h.useBinaries(ctx, ours); err != nil {
 				b.Fatal(err)
@@ -310,6 +305,25 @@ func rolloutOf(ctx context.Context, b *testing.B, app string) string {
 	}
 	name, _, _ := strings.Cut(a.Annotations[v1alpha1.AnnotationStep], "/")
 	return name
+}
+
+// pairOrder is the order of repetition rep's two runs under -bench.compare: bin/'s (ours)
+// first in even repetitions, the folder's in odd ones. A fixed order misleads: the first run of
+// a pair has cost more, whichever build it was.
+func pairOrder(ours string, rep int) []string {
+	order := []string{ours, *compareDir}
+	if rep%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
+}
+
+// addPairRatios adds to ratios, for each name, the last value of s over the last of base: the
+// ratio of one repetition's pair.
+func addPairRatios(ratios, s, base *benchstat.Series, names ...string) {
+	for _, n := range names {
+		ratios.Add(n, s.Last(n)/base.Last(n))
+	}
 }
 
 // compareLabel names a -bench.compare folder: the commit hack/bench-base.sh names it after
@@ -617,12 +631,7 @@ func BenchmarkReadiness10000(b *testing.B) {
 				for rep := range *reps {
 					dirs := []string{h.binDir}
 					if *compareDir != "" {
-						// Alternating which goes first: in a fixed order the first start of
-						// each pair cost readiness more, whichever binary it was.
-						dirs = append(dirs, *compareDir)
-						if rep%2 == 1 {
-							slices.Reverse(dirs)
-						}
+						dirs = pairOrder(h.binDir, rep)
 					}
 					for _, dir := range dirs {
 						into, tag := &s, "bin"
@@ -636,9 +645,7 @@ func BenchmarkReadiness10000(b *testing.B) {
 						m.addTo(into)
 					}
 					if *compareDir != "" {
-						for _, k := range []string{"cpu", "refresh-cpu", "rss"} {
-							ratios.Add(k, s.Last(k)/base.Last(k))
-						}
+						addPairRatios(&ratios, &s, &base, "cpu", "refresh-cpu", "rss")
 					}
 				}
 				if v.ownAPIServer {
