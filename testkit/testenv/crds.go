@@ -159,7 +159,20 @@ func (e *Env) InstallCRDs(ctx context.Context, yamlFiles ...[]byte) error {
 }
 
 // DeleteCRDs deletes the named CRDs (missing ones are fine) and waits until they are gone.
+//
+// Each CRD's storage is made ready first. The API server's CRD finalizer lists a CRD's
+// instances through its watch cache, which a CRD no client has read yet starts only then; a
+// list of a cache still initializing fails ("storage is (re)initializing"), and the finalizer
+// retries with a backoff that doubles from 5 ms, so on a busy machine, where the cache starts
+// slowly, the retries can run past it until the next is minutes away (one CI run waited more
+// than three minutes for the CRDs). A client's full list waits for the cache instead (the API
+// server answers 429 with a Retry-After, and client-go retries).
 func (e *Env) DeleteCRDs(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		if err := e.waitStorageReady(ctx, name); err != nil {
+			return err
+		}
+	}
 	for _, name := range names {
 		err := e.dyn.Resource(crdGVR).Delete(ctx, name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -167,29 +180,75 @@ func (e *Env) DeleteCRDs(ctx context.Context, names ...string) error {
 		}
 	}
 	for _, name := range names {
-		var last *unstructured.Unstructured
+		var last *unstructured.Unstructured // the newest copy read; a failed read keeps the one before
 		err := WaitFor(ctx, crdRemovedTimeout, "crd "+name+" removed", func(ctx context.Context) (bool, error) {
 			crd, err := e.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
-			last = crd
+			if err == nil {
+				last = crd
+			}
 			return false, err
 		})
 		if err != nil {
 			// The API server's CRD finalizer deletes the instances, then drops its finalizer:
-			// its Terminating condition says how far it got.
-			return fmt.Errorf("%w; the crd's finalizers %v, conditions %s", err, last.GetFinalizers(), crdConditions(last))
+			// its Terminating condition says how far it got, and its log lines why.
+			return fmt.Errorf("%w; %s; the api server's log on crds:\n%s", err, crdState(last), e.apiServerLogOn(name))
 		}
 	}
 	return nil
 }
 
+// waitStorageReady lists every instance of the named CRD's resource, with no limit (a list
+// with a limit is served from etcd while the watch cache initializes), until the API server
+// answers. A CRD that does not exist or is not Established has no storage to wait for.
+func (e *Env) waitStorageReady(ctx context.Context, name string) error {
+	crd, err := e.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get crd %s: %w", name, err)
+	}
+	if !hasCondition(crd, "Established", "True") {
+		return nil
+	}
+	gvr, err := servedResource(crd)
+	if err != nil {
+		return err
+	}
+	return WaitFor(ctx, crdEstablishedTimeout, "crd "+name+"'s storage ready", func(ctx context.Context) (bool, error) {
+		_, err := e.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		return err == nil, err
+	})
+}
+
+// servedResource is the resource of a CRD at its storage version.
+func servedResource(crd *unstructured.Unstructured) (schema.GroupVersionResource, error) {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if name, _ := m["name"].(string); name != "" && m["storage"] == true {
+			return schema.GroupVersionResource{Group: group, Version: name, Resource: plural}, nil
+		}
+	}
+	return schema.GroupVersionResource{}, fmt.Errorf("crd %s: no storage version in spec.versions", crd.GetName())
+}
+
+// crdState says what a CRD that was not removed holds: its finalizers and status conditions,
+// or that it was never read.
+func crdState(crd *unstructured.Unstructured) string {
+	if crd == nil {
+		return "the crd was never read"
+	}
+	return fmt.Sprintf("the crd's finalizers %v, conditions %s", crd.GetFinalizers(), crdConditions(crd))
+}
+
 // crdConditions renders a CRD's status conditions as "Type=Status Reason: message; ...".
 func crdConditions(crd *unstructured.Unstructured) string {
-	if crd == nil {
-		return "unknown"
-	}
 	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
 	var out []string
 	for _, c := range conds {
@@ -239,3 +298,36 @@ func hasCondition(obj *unstructured.Unstructured, condType, status string) bool 
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// crdLogLines is how many of the API server's log lines on a CRD a failed removal quotes.
+const crdLogLines = 20
+
+// apiServerLogOn returns the API server's newest log lines that name the CRD or come from its
+// CRD finalizer (the controller that deletes a CRD's instances and drops its finalizer).
+func (e *Env) apiServerLogOn(crd string) string {
+	data, err := os.ReadFile(e.LogPath(ProcAPIServer))
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	lines := linesWith(data, crdLogLines, crd, "crd_finalizer")
+	if len(lines) == 0 {
+		return "(none)"
+	}
+	return string(lines)
+}
+
+// linesWith returns the last n lines of data that contain any of words, each ending in a newline.
+func linesWith(data []byte, n int, words ...string) []byte {
+	var kept [][]byte
+	for line := range bytes.Lines(data) {
+		if slices.ContainsFunc(words, func(w string) bool { return bytes.Contains(line, []byte(w)) }) {
+			kept = append(kept, bytes.TrimRight(line, "\n"))
+		}
+	}
+	kept = kept[max(0, len(kept)-n):]
+	var out []byte
+	for _, l := range kept {
+		out = append(append(out, l...), '\n')
+	}
+	return out
+}

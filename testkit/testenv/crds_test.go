@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestDecodeYAMLSkipsEmptyDocuments(t *testing.T) {
@@ -57,5 +59,58 @@ func TestHasCondition(t *testing.T) {
 	}
 	if !hasCondition(crd, "NamesAccepted", "True") {
 		t.Error("NamesAccepted=True not found")
+	}
+}
+
+func TestLinesWithKeepsTheNewestMatches(t *testing.T) {
+	log := "a crd_finalizer 1\nunrelated\nb apps.argoproj.io\nc crd_finalizer 2\nd crd_finalizer 3"
+	got := string(linesWith([]byte(log), 2, "apps.argoproj.io", "crd_finalizer"))
+	if want := "c crd_finalizer 2\nd crd_finalizer 3\n"; got != want {
+		t.Errorf("linesWith = %q, want %q", got, want)
+	}
+	if got := linesWith([]byte(log), 5, "nothing"); len(got) != 0 {
+		t.Errorf("linesWith with no match = %q, want nothing", got)
+	}
+}
+
+// A CRD whose removal timed out before any read succeeded is described, not dereferenced.
+func TestCRDStateOfACRDNeverRead(t *testing.T) {
+	if got := crdState(nil); got != "the crd was never read" {
+		t.Errorf("crdState(nil) = %q", got)
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"finalizers": []any{"customresourcecleanup.apiextensions.k8s.io"}},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress", "message": "in progress",
+		}}},
+	}}
+	want := "the crd's finalizers [customresourcecleanup.apiextensions.k8s.io], conditions Terminating=True InstanceDeletionInProgress: in progress"
+	if got := crdState(crd); got != want {
+		t.Errorf("crdState = %q, want %q", got, want)
+	}
+}
+
+func TestServedResourceIsTheStorageVersion(t *testing.T) {
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "widgets.example.com"},
+		"spec": map[string]any{
+			"group": "example.com",
+			"names": map[string]any{"plural": "widgets"},
+			"versions": []any{
+				map[string]any{"name": "v1beta1", "served": true, "storage": false},
+				map[string]any{"name": "v1", "served": true, "storage": true},
+			},
+		},
+	}}
+	gvr, err := servedResource(crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}); gvr != want {
+		t.Errorf("servedResource = %v, want %v", gvr, want)
+	}
+	unstructured.RemoveNestedField(crd.Object, "spec", "versions")
+	if _, err := servedResource(crd); err == nil || !strings.Contains(err.Error(), "spec.versions") {
+		t.Errorf("servedResource without versions: error %v, want one naming spec.versions", err)
 	}
 }

@@ -29,8 +29,9 @@ const (
 	etcdReadyTimeout      = 30 * time.Second
 	apiServerReadyTimeout = 2 * time.Minute
 	crdEstablishedTimeout = time.Minute
-	// crdRemovedTimeout: removing Argo CD's CRDs once took over a minute on a loaded machine
-	// (DeleteCRDs' error now shows how far the API server's CRD finalizer got).
+	// crdRemovedTimeout: removing Argo CD's CRDs takes 1 to 2 s once their storage is ready
+	// (DeleteCRDs waits for it first; without that, the finalizer's backoff once ran past three
+	// minutes on a loaded machine). The error says how far the API server's finalizer got.
 	crdRemovedTimeout      = 3 * time.Minute
 	controllerReadyTimeout = time.Minute
 	nodeReadyTimeout       = time.Minute
