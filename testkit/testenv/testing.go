@@ -20,7 +20,7 @@ var current struct {
 func requireTools() bool { return os.Getenv(EnvRequireTools) == "1" }
 
 // RunMain starts the package's environment, runs the tests and stops it; TestMain passes its
-// result to os.Exit. Tests get the environment from Current.
+// result to os.Exit. When a test failed, the tail of every process's log is printed first. Tests get the environment from Current.
 //
 // When tools are missing it still runs the tests (unit tests of the package keep running) and
 // Current skips those that need the environment; with AICR_REQUIRE_TOOLS=1 it fails at once
@@ -39,6 +39,9 @@ func RunMain(m *testing.M, opts Options) int {
 	}
 	current.env = env
 	code := m.Run()
+	if code != 0 {
+		env.dumpLogs(os.Stderr) // what the processes said is gone with Stop
+	}
 	if err := env.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: testenv: stop: %v\n", err)
 		if code == 0 {
@@ -63,8 +66,9 @@ func Current(t testing.TB) *Env {
 	return nil
 }
 
-// StartT starts an environment of the test's own and stops it in t.Cleanup. Missing tools skip
-// the test, or fail it with AICR_REQUIRE_TOOLS=1.
+// StartT starts an environment of the test's own and stops it in t.Cleanup, printing the tail of
+// every process's log first when the test failed. Missing tools skip the test, or fail it with
+// AICR_REQUIRE_TOOLS=1.
 func StartT(t testing.TB, opts Options) *Env {
 	t.Helper()
 	env, err := Start(opts)
@@ -75,6 +79,9 @@ func StartT(t testing.TB, opts Options) *Env {
 		t.Fatalf("start test environment: %v", err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			env.dumpLogs(os.Stderr)
+		}
 		if err := env.Stop(); err != nil {
 			t.Errorf("stop test environment: %v", err)
 		}

@@ -33,7 +33,9 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		if pe := (*permanentError)(nil); errors.As(err, &pe) {
 			return fmt.Errorf("wait for %s: %w", what, pe.err)
 		}
-		if err != nil {
+		// An error from a call the wait's own deadline cut short ("rate limiter Wait returned an
+		// error: context deadline exceeded") says nothing about the state: keep the one before.
+		if err != nil && (last == nil || ctx.Err() == nil) {
 			last = err
 		}
 		select {

@@ -39,6 +39,23 @@ func TestWaitForTimeoutNamesTheStateAndTheLastError(t *testing.T) {
 	}
 }
 
+// The call the deadline interrupts fails for that reason alone; the timeout quotes what the
+// calls before it said of the state.
+func TestWaitForTimeoutKeepsTheLastErrorBeforeTheDeadline(t *testing.T) {
+	calls := 0
+	err := WaitFor(context.Background(), 250*time.Millisecond, "deployment web available", func(ctx context.Context) (bool, error) {
+		calls++
+		if calls == 1 {
+			return false, errors.New("0/1 replicas available")
+		}
+		<-ctx.Done() // as a client waiting for its rate limiter when the deadline comes
+		return false, errors.New("client rate limiter Wait returned an error: context deadline exceeded")
+	})
+	if err == nil || !strings.Contains(err.Error(), "0/1 replicas available") || strings.Contains(err.Error(), "rate limiter") {
+		t.Errorf("WaitFor = %v, want the last error before the deadline (0/1 replicas available)", err)
+	}
+}
+
 func TestWaitForStopsAtOnceOnAPermanentError(t *testing.T) {
 	exited := errors.New("etcd exited: exit status 1")
 	start := time.Now()

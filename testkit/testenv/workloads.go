@@ -158,18 +158,34 @@ func (e *Env) startKwok(ctx context.Context) error {
 		// kwok reads ~/.kwok/kwok.yaml when it exists: give it a home of its own
 		env: []string{"HOME=" + dir},
 	}
-	return e.launch(ctx, spec, nodeReadyTimeout, func(ctx context.Context) (bool, error) {
-		n, err := e.kube.CoreV1().Nodes().Get(ctx, kwokNodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+	return e.launch(ctx, spec, nodeReadyTimeout, e.kwokReady)
+}
+
+// kwokReady reports whether a kwok process manages the node: it holds the node's lease and
+// the node is Ready. The node alone would not do: after a short stop it is still Ready from
+// the kwok before, so a restart would count as ready before the new process did anything, or
+// even if it exited at once. No lease is left from the kwok before (the restart drops it).
+func (e *Env) kwokReady(ctx context.Context) (bool, error) {
+	lease, err := e.kube.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, kwokNodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("no lease %s/%s yet", corev1.NamespaceNodeLease, kwokNodeName)
+	}
+	if err != nil {
+		return false, err
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return false, fmt.Errorf("lease %s/%s has no holder", corev1.NamespaceNodeLease, kwokNodeName)
+	}
+	n, err := e.kube.CoreV1().Nodes().Get(ctx, kwokNodeName, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, nil
 		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
-	})
+	}
+	return false, nil
 }
 
 // kwokConfig concatenates the Stage documents in dir (the standalone kwok binary has none built
