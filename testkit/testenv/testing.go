@@ -20,7 +20,8 @@ var current struct {
 func requireTools() bool { return os.Getenv(EnvRequireTools) == "1" }
 
 // RunMain starts the package's environment, runs the tests and stops it; TestMain passes its
-// result to os.Exit. When a test failed, the tail of every process's log is printed first. Tests get the environment from Current.
+// result to os.Exit. When a test failed, the tail of every process's log is printed first.
+// Tests get the environment from Current.
 //
 // When tools are missing it still runs the tests (unit tests of the package keep running) and
 // Current skips those that need the environment; with AICR_REQUIRE_TOOLS=1 it fails at once
