@@ -2,16 +2,12 @@ package watch
 
 import (
 	"bytes"
-	"encoding/json"
 	"reflect"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
-
-	"github.com/aicr-run/aicr-operator/readiness/internal/drift"
 )
 
 // Transform trims an Application before the informer caches it to what the evaluator and drift
@@ -19,7 +15,8 @@ import (
 // the status than readiness reads (no status.resources, history or summary); Transform drops
 // the managedFields entries drift does not read: the controller's (it owns status) and the
 // operator's own updates (refresh annotation, operation). The operator's apply and every other
-// manager's entries stay, cut to their f:spec. And the Helm values Argo CD copies from the spec
+// manager's entries stay, cut to their f:spec and plan-decided annotations
+// (appspec.TrimManagedFields). And the Helm values Argo CD copies from the spec
 // into status.sync.comparedTo and operationState (syncResult, operation), and the comparison
 // exceptions it copies into comparedTo, are kept once: a copy equal to the spec's shares the
 // spec's.
@@ -43,20 +40,7 @@ func Transform(obj any) (any, error) {
 	if ct := &app.Status.Sync.ComparedTo; len(ct.IgnoreDifferences) > 0 && reflect.DeepEqual(ct.IgnoreDifferences, app.Spec.IgnoreDifferences) {
 		ct.IgnoreDifferences = app.Spec.IgnoreDifferences
 	}
-	if len(app.ManagedFields) > 0 {
-		// A new slice: reusing the old one would keep the dropped entries reachable.
-		var kept []metav1.ManagedFieldsEntry
-		for _, e := range app.ManagedFields {
-			switch {
-			case e.Manager == drift.ControllerManager:
-			case e.Manager == v1alpha1.FieldManager && e.Operation != metav1.ManagedFieldsOperationApply:
-			default:
-				e.FieldsV1 = specFields(e.FieldsV1)
-				kept = append(kept, e)
-			}
-		}
-		app.ManagedFields = kept
-	}
+	app.ManagedFields = appspec.TrimManagedFields(app.ManagedFields)
 	return app, nil
 }
 
@@ -68,26 +52,4 @@ func shareValues(src *argoapp.ApplicationSource, values *runtime.RawExtension) {
 	if bytes.Equal(src.Helm.ValuesObject.Raw, values.Raw) {
 		src.Helm.ValuesObject = values
 	}
-}
-
-// specFields keeps only the f:spec part of a field set: drift reads nothing else, and a
-// manager that created the Application with its status would otherwise keep every
-// status.resources entry alive in the cache.
-func specFields(f *metav1.FieldsV1) *metav1.FieldsV1 {
-	if f == nil {
-		return nil
-	}
-	var set map[string]json.RawMessage
-	if err := json.Unmarshal(f.Raw, &set); err != nil {
-		return f
-	}
-	spec, ok := set["f:spec"]
-	if !ok {
-		return &metav1.FieldsV1{Raw: []byte("{}")}
-	}
-	raw, err := json.Marshal(map[string]json.RawMessage{"f:spec": spec})
-	if err != nil {
-		return f
-	}
-	return &metav1.FieldsV1{Raw: raw}
 }

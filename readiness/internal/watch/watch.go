@@ -31,7 +31,6 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
-	"github.com/aicr-run/aicr-operator/readiness/internal/drift"
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
 	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
 )
@@ -82,7 +81,7 @@ type Watcher struct {
 type published struct {
 	uid     string
 	verdict string // verdictKey of the last verdict published
-	drift   *drift.Report
+	drift   *appspec.Drift
 	// reconciled is the Application's status.reconciledAt when last handled (watch lag).
 	reconciled time.Time
 	// release is the Application's release of the plan of digest releaseOf, the last one it
@@ -332,7 +331,7 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Ap
 
 // removing reports whether app is under a Remove step: its delete-rollout marker checked
 // against the rollout it names. A marker that is not (set by hand, or naming a rollout that
-// started no Remove of the release since it was written) silences nothing: drift.Detect
+// started no Remove of the release since it was written) silences nothing: appspec.Detect
 // reports it, and the planner repairs it like any other drift.
 func (w *Watcher) removing(ctx context.Context, app *argoapp.Application) (bool, error) {
 	if w.Removals == nil || !removal.Marked(app) {
@@ -423,7 +422,7 @@ func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, pl
 	if pl.Want == nil {
 		return nil
 	}
-	r := drift.Detect(app, pl.Want)
+	r := appspec.Detect(app, pl.Want)
 	switch {
 	case st.drift == nil && r.Empty():
 		return nil // never reported, nothing to report
@@ -460,7 +459,7 @@ func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, pl
 
 // driftID identifies one drift observation: the release, a hash of what drifted and the
 // resourceVersion it was seen at (a drift that returns after being repaired is news again).
-func driftID(app *argoapp.Application, r drift.Report) string {
+func driftID(app *argoapp.Application, r appspec.Drift) string {
 	raw, _ := json.Marshal(r)
 	sum := sha256.Sum256(raw)
 	return fmt.Sprintf("%s/drift/%s/%s", app.Name, hex.EncodeToString(sum[:])[:16], app.ResourceVersion)

@@ -1,9 +1,10 @@
-package drift
+package appspec
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
@@ -21,8 +21,8 @@ import (
 // The release of scenario 10 in the fixtures (testdata/ holds the recorded spec and
 // managedFields): fx-web 1.0.0 with message v1 and 2 replicas into fx-drift.
 var (
-	settings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "127.0.0.1:25000"}
-	release  = plan.Release{
+	driftSettings = Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "127.0.0.1:25000"}
+	driftRelease  = plan.Release{
 		Name: "fx-drift", Namespace: "fx-drift",
 		Chart:     plan.ChartRef{Path: "charts/fx-web", Digest: "sha256:4c3db97306cbd0cad510ff970663aa0aa064d31816d84d5e6397aec4fdfb3d50"},
 		DependsOn: []string{"cert-manager"},
@@ -32,10 +32,10 @@ var (
 
 // desired is what the watcher renders for comparison: the engine running, whatever the live
 // Application's engine-suspended annotation says.
-func desired(t *testing.T) *argoapp.Application {
+func driftDesired(t *testing.T) *argoapp.Application {
 	t.Helper()
-	r := release
-	app, err := appspec.Build(settings, appspec.Input{
+	r := driftRelease
+	app, err := Build(driftSettings, Input{
 		Runtime: "cluster", RuntimeUID: "uid-1", PlanDigest: "sha256:plan", Release: &r,
 		StepID: "r-1/3", StepStarted: time.Date(2026, 11, 30, 4, 45, 0, 0, time.UTC),
 	})
@@ -71,16 +71,16 @@ func load(t *testing.T, name string, into any) {
 
 type option func(*argoapp.Application)
 
-func TestDetect(t *testing.T) {
+func TestDetectDrift(t *testing.T) {
 	tests := map[string]struct {
 		change []option
-		want   Report
+		want   Drift
 	}{
 		"the Application as written has no drift": {},
 		"someone else's forced apply of a value: Values, owned by them": {
 			// 10: someone-else applied valuesObject.message with --force-conflicts.
 			change: []option{recorded(t, "10-spec-after-hand-apply.json", "10-managedFields-after-hand-apply.json")},
-			want: Report{
+			want: Drift{
 				Kinds:    []string{bus.DriftValues},
 				Fields:   []string{".spec.source.helm.valuesObject.message"},
 				Managers: []string{"someone-else"},
@@ -92,7 +92,7 @@ func TestDetect(t *testing.T) {
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 				a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"hand-edited-2","replicas":2}`)
 			}},
-			want: Report{
+			want: Drift{
 				Kinds:    []string{bus.DriftAutoSyncDisabled, bus.DriftValues},
 				Fields:   []string{".spec.source.helm.valuesObject.message", ".spec.syncPolicy.automated.enabled"},
 				Managers: []string{"kubectl-patch"},
@@ -110,21 +110,21 @@ func TestDetect(t *testing.T) {
 		},
 		"a hand-edited digest is Source drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.Source.TargetRevision = "sha256:feed" }},
-			want:   Report{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.targetRevision"}},
+			want:   Drift{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.targetRevision"}},
 		},
 		"an added second source is Source drift": {
 			change: []option{func(a *argoapp.Application) {
 				a.Spec.Sources = argoapp.ApplicationSources{*a.Spec.Source.DeepCopy()}
 			}},
-			want: Report{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.sources"}},
+			want: Drift{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.sources"}},
 		},
 		"another destination namespace is Destination drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.Destination.Namespace = "elsewhere" }},
-			want:   Report{Kinds: []string{bus.DriftDestination}, Fields: []string{".spec.destination.namespace"}},
+			want:   Drift{Kinds: []string{bus.DriftDestination}, Fields: []string{".spec.destination.namespace"}},
 		},
 		"automated sync removed entirely is AutoSyncDisabled": {
 			change: []option{func(a *argoapp.Application) { a.Spec.SyncPolicy.Automated = nil }},
-			want:   Report{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
+			want:   Drift{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
 		},
 		"automated sync off with the engine-suspended annotation is still AutoSyncDisabled: the marker is not proof": {
 			// The planner knows from spec.suspendEngine whether it is drift.
@@ -133,7 +133,7 @@ func TestDetect(t *testing.T) {
 				no := false
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 			}},
-			want: Report{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated.enabled"}},
+			want: Drift{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated.enabled"}},
 		},
 		"the engine-suspended annotation alone, automated sync on, changes nothing": {
 			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationEngineSuspended] = "true" }},
@@ -142,18 +142,18 @@ func TestDetect(t *testing.T) {
 			change: []option{func(a *argoapp.Application) {
 				a.Spec.SyncPolicy.SyncOptions = argoapp.SyncOptions{"CreateNamespace=true"}
 			}},
-			want: Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
+			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
 		},
 		"a removed ignoreDifferences entry is Other drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.IgnoreDifferences = a.Spec.IgnoreDifferences[:2] }},
-			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.ignoreDifferences"}},
+			want:   Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.ignoreDifferences"}},
 		},
 		"an edited depends-on annotation and runtime label are Other drift": {
 			change: []option{func(a *argoapp.Application) {
 				a.Annotations[v1alpha1.AnnotationDependsOn] = ""
 				a.Labels[v1alpha1.LabelRuntime] = "other"
 			}},
-			want: Report{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDependsOn, ".metadata.labels." + v1alpha1.LabelRuntime}},
+			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDependsOn, ".metadata.labels." + v1alpha1.LabelRuntime}},
 		},
 		"the step, refresh and Argo CD annotations are not drift": {
 			change: []option{func(a *argoapp.Application) {
@@ -163,14 +163,51 @@ func TestDetect(t *testing.T) {
 				a.Annotations[v1alpha1.AnnotationArgoRefresh] = v1alpha1.ArgoRefreshNormal
 			}},
 		},
+		"an edited plan-digest or runtime-uid annotation is Other drift": {
+			change: []option{func(a *argoapp.Application) {
+				a.Annotations[v1alpha1.AnnotationPlanDigest] = "sha256:other"
+				a.Annotations[v1alpha1.AnnotationRuntimeUID] = "uid-2"
+			}},
+			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationPlanDigest, ".metadata.annotations." + v1alpha1.AnnotationRuntimeUID}},
+		},
+		"a readiness-gate annotation the plan does not state, added, is Other drift": {
+			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationReadinessGate] = "true" }},
+			want:   Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationReadinessGate}},
+		},
+		"a step annotation another manager took over from the operator's apply is Other drift": {
+			change: []option{func(a *argoapp.Application) {
+				a.Annotations[v1alpha1.AnnotationStep] = "r-0/1"
+				a.ManagedFields = append(a.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl-annotate", Operation: metav1.ManagedFieldsOperationUpdate,
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{}}}}`)}})
+			}},
+			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationStep}, Managers: []string{"kubectl-annotate"}},
+		},
+		"a step annotation the operator's apply still owns beside another manager is no drift": {
+			change: []option{func(a *argoapp.Application) {
+				a.ManagedFields = []metav1.ManagedFieldsEntry{
+					{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{}}},"f:spec":{}}`)}},
+					{Manager: "someone-else", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{}}}}`)}},
+				}
+			}},
+		},
+		"the Remove step's own manager owning a step annotation is no drift": {
+			change: []option{func(a *argoapp.Application) {
+				a.ManagedFields = append(a.ManagedFields, metav1.ManagedFieldsEntry{Manager: v1alpha1.FieldManager + "-remove", Operation: metav1.ManagedFieldsOperationApply,
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{}}}}`)}})
+			}},
+		},
+		"a chart name no plan states, added to the source, is Source drift": {
+			change: []option{func(a *argoapp.Application) { a.Spec.Source.Chart = "fx-web" }},
+			want:   Drift{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.chart"}},
+		},
 		"the resources finalizer added by hand is FinalizerAdded": {
 			change: []option{func(a *argoapp.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} }},
-			want:   Report{Kinds: []string{bus.DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
+			want:   Drift{Kinds: []string{bus.DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
 		},
 		"a delete-rollout marker Detect sees is not the operator's: Other drift": {
 			// The watcher asks only about an Application whose marker no Remove step backs.
 			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9" }},
-			want:   Report{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout}},
+			want:   Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout}},
 		},
 		"a hand-set marker with the resources finalizer is both": {
 			change: []option{func(a *argoapp.Application) {
@@ -178,13 +215,13 @@ func TestDetect(t *testing.T) {
 				a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9"
 				a.Spec.Destination.Namespace = "anything"
 			}},
-			want: Report{Kinds: []string{bus.DriftDestination, bus.DriftFinalizerAdded, bus.DriftOther},
+			want: Drift{Kinds: []string{bus.DriftDestination, bus.DriftFinalizerAdded, bus.DriftOther},
 				Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout, ".metadata.finalizers", ".spec.destination.namespace"}},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			want := desired(t)
+			want := driftDesired(t)
 			live := want.DeepCopy()
 			live.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
 			for _, c := range tc.change {
@@ -195,5 +232,37 @@ func TestDetect(t *testing.T) {
 				t.Errorf("drift (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TrimManagedFields keeps what Detect reads, so a takeover of a step annotation is still seen
+// on a trimmed Application, and drops the rest.
+func TestTrimManagedFieldsKeepsWhatDetectReads(t *testing.T) {
+	entries := []metav1.ManagedFieldsEntry{
+		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/plan-digest":{},"f:operator.aicr.run/refresh-for":{}},"f:labels":{"f:x":{}}},"f:spec":{"f:project":{}}}`)}},
+		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}},
+		{Manager: v1alpha1.FieldManager + "-remove", Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}},
+		{Manager: ControllerManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)}},
+		{Manager: "kubectl-annotate", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(
+			`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{},"f:note":{}}},"f:status":{"f:resources":{}}}`)}},
+	}
+	got := TrimManagedFields(entries)
+	want := []string{
+		`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/plan-digest":{}}},"f:spec":{"f:project":{}}}`,
+		`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{}}}}`,
+	}
+	if len(got) != len(want) || got[0].Manager != v1alpha1.FieldManager || got[1].Manager != "kubectl-annotate" {
+		t.Fatalf("kept %+v, want the operator's apply and kubectl-annotate", got)
+	}
+	for i := range want {
+		if string(got[i].FieldsV1.Raw) != want[i] {
+			t.Errorf("entry %d kept %s, want %s", i, got[i].FieldsV1.Raw, want[i])
+		}
+	}
+	live := driftDesired(t)
+	live.ManagedFields = got
+	if d := Detect(live, driftDesired(t)); !slices.Equal(d.Fields, []string{".metadata.annotations." + v1alpha1.AnnotationStep}) {
+		t.Errorf("drift on the trimmed Application %+v, want the step annotation taken over", d)
 	}
 }
