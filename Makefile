@@ -30,9 +30,15 @@ CHAOS_DURATION ?= 0
 CHAOS_MIN_STALLS ?= 3
 pkgs = $(foreach m,$(1),./$(m)/...)
 BIN_PKGS := $(foreach s,$(SERVICES) $(JOBS),./$(s)) ./cli/cmd/kubectl-aicr
-# build_cmd PKGS: with the images' build flags (deploy/Dockerfile), which are also the tools', so
-# the standard library compiles once for both
-build_cmd = CGO_ENABLED=0 go build -trimpath -o $(BIN_DIR)/ $(1)
+# The version and revision every binary reports (servicekit/buildinfo, stamped at link time):
+# the latest v* tag git describe finds, else dev.
+VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILDINFO := github.com/aicr-run/aicr-operator/servicekit/buildinfo
+LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)
+# build_cmd PKGS: with the images' build flags (hack/imagebuild), which are also the tools', so
+# the standard library compiles once for both (-ldflags changes only the link)
+build_cmd = CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/ $(1)
 # tools_bin TOOLS,PKGS: build the missing tools and, beside them, the binaries of PKGS (their
 # modules download with the tools'); print the tools' folder
 tools_bin = mkdir -p $(BIN_DIR) && hack/tools.sh bindir --with "binaries=$(call build_cmd,$(2))" --fetch "binaries=go list -deps $(2) >/dev/null" $(1)

@@ -22,8 +22,8 @@ if [ -z "${VERSION:-}" ]; then
 fi
 URL_BASE=${URL_BASE:-https://github.com/aicr-run/aicr-operator/releases/download/$VERSION}
 DIST=${DIST:-dist}
-pkg=github.com/aicr-run/aicr-operator/cli/internal/version
-ldflags="-s -w -X $pkg.version=$VERSION -X $pkg.commit=$commit"
+pkg=github.com/aicr-run/aicr-operator/servicekit/buildinfo
+ldflags="-s -w -X $pkg.version=$VERSION -X $pkg.revision=$(git rev-parse HEAD 2>/dev/null)"
 
 rm -rf "$DIST"
 mkdir -p "$DIST/krew"

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 )
 
@@ -15,10 +16,20 @@ const MetricsPrefix = "aicr_"
 // readyTimeout bounds the readiness checks a scrape runs.
 const readyTimeout = 3 * time.Second
 
-// registerStateMetrics adds aicr_ready and aicr_leader, with the binary in label binary.
+// registerStateMetrics adds aicr_ready and aicr_leader, with the binary in label binary, and
+// aicr_build_info.
 func (b *Base) registerStateMetrics() {
 	labels := prometheus.Labels{dispatch.LabelBinary: b.Name}
+	build := buildinfo.Get()
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "build_info",
+		ConstLabels: prometheus.Labels{dispatch.LabelBinary: b.Name, "version": build.Version,
+			"revision": build.Revision, "goversion": build.GoVersion},
+		Help: "Always 1; the labels say what the binary was built from (the version and git revision make stamps in).",
+	})
+	info.Set(1)
 	b.Metrics.MustRegister(
+		info,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ready", ConstLabels: labels,
 			Help: "1 while /readyz passes (NATS and the API server reachable, the binary's own checks), else 0.",

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/natsx"
@@ -84,6 +85,8 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 	if err != nil {
 		return nil, err
 	}
+	build := buildinfo.Get()
+	log.Info().Str("version", build.Version).Str("revision", build.Revision).Str("go", build.GoVersion).Msg(name + " starting")
 	b := &Base{Name: name, Log: log, opts: o, Registry: prometheus.NewRegistry()}
 	switch ml, err := applyMemoryLimit(); {
 	case err != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
 
@@ -230,10 +232,20 @@ func TestStartEmbeddedServesReadyz(t *testing.T) {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	code, body := get("http://" + metricsAddr + "/metrics")
-	for _, want := range []string{"go_goroutines", `aicr_ready{binary="planner"} 1`, `aicr_leader{binary="planner"} 1`} {
+	build := buildinfo.Get()
+	buildInfo := fmt.Sprintf(`aicr_build_info{binary="planner",goversion=%q,revision=%q,version=%q} 1`, build.GoVersion, build.Revision, build.Version)
+	for _, want := range []string{"go_goroutines", `aicr_ready{binary="planner"} 1`, `aicr_leader{binary="planner"} 1`, buildInfo} {
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("/metrics = %d without %s", code, want)
 		}
+	}
+
+	logged, err := os.ReadFile(logFile.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if starting := fmt.Sprintf(`"version":%q,"revision":%q`, build.Version, build.Revision); !strings.Contains(string(logged), starting) || !strings.Contains(string(logged), `"message":"planner starting"`) {
+		t.Errorf("the log does not start with the build (%s):\n%s", starting, logged)
 	}
 
 	b.AddCheck("plan-store", func(context.Context) error { return errors.New("configmaps are forbidden") })

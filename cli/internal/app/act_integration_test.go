@@ -405,7 +405,7 @@ func TestVersion(t *testing.T) {
 		})
 	}
 	checkFormats(t, env, []string{"version"}, map[string]formatCase{
-		"text": {nil, []string{"Plugin:     (devel)", "Operator:   0.3.1 (namespace aicr-system)",
+		"text": {nil, []string{"Plugin:     dev", "Operator:   0.3.1 (namespace aicr-system)",
 			"planner        0.3.1      0/1 ready, ghcr.io/aicr-run/aicr-operator/planner:0.3.1", "Kubernetes: v1."}},
 		"json":     {[]string{"-o", "json"}, []string{`"version": "0.3.1"`, `"deployment": "aicr-operator-applier"`, `"platform": "`}},
 		"yaml":     {[]string{"-o", "yaml"}, []string{"operator:\n  components:"}},

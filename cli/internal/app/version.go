@@ -41,7 +41,7 @@ func newVersionCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "The plugin's version and, when reachable, the operator's and the API server's",
-		Long: `Print the plugin's version (stamped by make plugin; "(devel)" for other builds) and, unless
+		Long: `Print the plugin's version (stamped by make build, make plugin and make release; "dev" for other builds) and, unless
 --client, the operator's and the Kubernetes API server's.
 
 The operator's version is read from its Deployments in the operator namespace (-n, default

@@ -1,23 +1,17 @@
-// Package version is the plugin's own version: what `make plugin` stamps in at link time, else
-// what the Go toolchain recorded in the binary.
+// Package version is the plugin's own version: what the build stamps into servicekit/buildinfo
+// at link time (make build, make plugin, make release), else "dev" and the revision the Go
+// toolchain recorded in the binary.
 package version
 
 import (
-	"cmp"
 	"runtime"
-	"runtime/debug"
-)
 
-// version and commit are set by make plugin with -ldflags "-X .../version.version=v0.1.0 -X
-// .../version.commit=<sha>"; the linker can only set package variables, hence these two.
-var (
-	version = ""
-	commit  = ""
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 )
 
 // Info describes the plugin binary.
 type Info struct {
-	// Version is the release (a git tag) or "(devel)" for a build outside make plugin.
+	// Version is the release (a git tag) or "dev" for a build the release tooling did not stamp.
 	Version string `json:"version"`
 	// Commit is the git commit the binary was built from, when known.
 	Commit string `json:"commit,omitempty"`
@@ -29,17 +23,6 @@ type Info struct {
 
 // Get returns the plugin's version.
 func Get() Info {
-	info := Info{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if info.Version == "" && bi.Main.Version != "" {
-			info.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && info.Commit == "" {
-				info.Commit = s.Value
-			}
-		}
-	}
-	info.Version = cmp.Or(info.Version, "(devel)")
-	return info
+	b := buildinfo.Get()
+	return Info{Version: b.Version, Commit: b.Revision, GoVersion: b.GoVersion, Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }

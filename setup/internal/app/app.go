@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
 	"github.com/aicr-run/aicr-operator/setup/secrets"
@@ -140,6 +141,8 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	logging.RouteLibraries(log)
+	build := buildinfo.Get()
+	log.Info().Str("version", build.Version).Str("revision", build.Revision).Str("go", build.GoVersion).Msg(Name + " starting")
 	if err := o.Validate(); err != nil {
 		log.Error().Err(err).Msg(Name + " exits")
 		return 2

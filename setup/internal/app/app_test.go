@@ -4,6 +4,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 )
 
 func TestValidate(t *testing.T) {
@@ -48,5 +50,9 @@ func TestMainExitCodes(t *testing.T) {
 	var out strings.Builder
 	if code := Main(t.Context(), []string{"--nats-tls-validity=1h"}, &out); code != 2 || !strings.HasPrefix(out.String(), "{") {
 		t.Errorf("bad flags: exit %d, output %q; want 2 and a JSON line", code, out.String())
+	}
+	// The first line says what was built, so even a Job that fails at once tells which release it was.
+	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.Contains(first, `"version":"`+buildinfo.Get().Version+`"`) || !strings.Contains(first, `"message":"setup starting"`) {
+		t.Errorf("first log line %q does not name the version", first)
 	}
 }
