@@ -68,6 +68,9 @@ type Input struct {
 	StepID         string
 	StepStarted    time.Time
 	StepRolloutUID string
+	// StepSeq is the command's ordering token (bus.StepRef.Seq), written as
+	// operator.aicr.run/step-seq when set.
+	StepSeq string
 	// SuspendEngine writes automated sync off.
 	SuspendEngine bool
 }
@@ -123,6 +126,9 @@ func Build(s Settings, in Input) (*argoapp.Application, error) {
 		annotations[v1alpha1.AnnotationStepStarted] = in.StepStarted.UTC().Format(time.RFC3339)
 		if in.StepRolloutUID != "" {
 			annotations[v1alpha1.AnnotationStepRolloutUID] = in.StepRolloutUID
+		}
+		if in.StepSeq != "" {
+			annotations[v1alpha1.AnnotationStepSeq] = in.StepSeq
 		}
 	}
 	if r.ReadinessGate {

@@ -57,6 +57,7 @@ var PlanDecidedAnnotations = []string{
 	v1alpha1.AnnotationStep,
 	v1alpha1.AnnotationStepStarted,
 	v1alpha1.AnnotationStepRolloutUID,
+	v1alpha1.AnnotationStepSeq,
 	v1alpha1.AnnotationStepWrite,
 }
 
@@ -68,6 +69,7 @@ var StepAnnotations = []string{
 	v1alpha1.AnnotationStep,
 	v1alpha1.AnnotationStepStarted,
 	v1alpha1.AnnotationStepRolloutUID,
+	v1alpha1.AnnotationStepSeq,
 	v1alpha1.AnnotationStepWrite,
 }
 

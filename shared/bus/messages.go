@@ -54,12 +54,24 @@ type StepRef struct {
 	// ID is "<rollout>/<index>" for a step, or "repair/<plan digest hex prefix>/<n>" for a
 	// repair. The applier writes it into the Application's operator.aicr.run/step annotation.
 	ID string `json:"id"`
-	// Started is when the step began (the planner's clock, RFC 3339).
+	// Started is when the step began (the planner's clock, RFC 3339). It orders nothing:
+	// planners' clocks may disagree (Seq orders commands).
 	Started time.Time `json:"started"`
 	// RolloutUID is the RuntimeRollout's UID; empty for a repair. The applier writes it into the
 	// Application's operator.aicr.run/step-rollout-uid annotation: it tells apart two rollouts
 	// of one name, which ID and Started (one-second precision) may not.
 	RolloutUID string `json:"rollout_uid,omitempty"`
+	// Seq orders a runtime's commands without clocks: the resourceVersion of the RuntimeRollout
+	// the command was decided from (for a rollout step, its rollout as the planner held it when
+	// it published the step, which shows the step started). A runtime's rollouts start steps
+	// one after the other, and a step starts only once the rollout before it has ended, so every
+	// command of a later rollout carries a larger Seq than any command of an earlier one
+	// (v1alpha1.CompareSeq). The applier writes it into the Application's
+	// operator.aicr.run/step-seq annotation and refuses a command whose Seq is before that of
+	// another step that wrote the Application (Outdated). Empty from a planner that predates it,
+	// and for a repair decided from no rollout: such a command is ordered by whether its
+	// rollout has ended (read from the API server), never by Started.
+	Seq string `json:"seq,omitempty"`
 }
 
 // ApplyCommand asks the applier to write one release's Application from a stored plan. Build

@@ -23,6 +23,8 @@ const (
 	testRolloutUID = "9b1d0c2e-2222-4c2b-9d7e-000000000002"
 	// namesakeUID is the UID of a rollout of testRollout's name created again.
 	namesakeUID = "9b1d0c2e-3333-4c2b-9d7e-000000000003"
+	// testSeq is the ordering token (bus.StepRef.Seq) of testRollout's commands.
+	testSeq = "4100"
 )
 
 // stepToken is the v1alpha1.StepToken of step index of testRollout.
@@ -100,7 +102,7 @@ var testStarted = time.Date(2026, 5, 14, 9, 30, 0, 0, time.UTC)
 // applyCmd builds the command of step index for release of plan p.
 func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.ApplyCommand)) *bus.ApplyCommand {
 	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index),
-		Started: testStarted.Add(time.Duration(index) * time.Minute), RolloutUID: testRolloutUID}
+		Started: testStarted.Add(time.Duration(index) * time.Minute), RolloutUID: testRolloutUID, Seq: testSeq}
 	cmd := bus.NewApplyCommand(testRuntime, testRuntimeUID, step, release, v1alpha1.ActionInstall, p.Digest(), false)
 	cmd.Header = bus.Header{Type: bus.TypeApplyCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {
@@ -110,7 +112,7 @@ func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.Apply
 }
 
 func removeCmd(release string, index int32, opts ...func(*bus.RemoveCommand)) *bus.RemoveCommand {
-	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted, RolloutUID: testRolloutUID}
+	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index), Started: testStarted, RolloutUID: testRolloutUID, Seq: testSeq}
 	cmd := bus.NewRemoveCommand(testRuntime, testRuntimeUID, step, release)
 	cmd.Header = bus.Header{Type: bus.TypeRemoveCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {

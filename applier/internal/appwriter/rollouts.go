@@ -29,14 +29,17 @@ func NewRollouts(cfg *rest.Config) (*APIRollouts, error) {
 }
 
 // Ended implements Rollouts: a rollout has ended once it has an outcome or a terminal phase,
-// or is gone.
-func (r *APIRollouts) Ended(ctx context.Context, name string) (string, bool, error) {
+// or is gone, or another rollout stands under its name.
+func (r *APIRollouts) Ended(ctx context.Context, name, uid string) (string, bool, error) {
 	u, err := r.res.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", true, nil
 	case err != nil:
 		return "", false, err
+	}
+	if uid != "" && string(u.GetUID()) != uid {
+		return "", true, nil
 	}
 	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 	outcome, _, _ := unstructured.NestedString(u.Object, "status", "outcome")

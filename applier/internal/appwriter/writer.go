@@ -188,7 +188,7 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 	}
 	desired, err := appspec.Build(w.settings, appspec.Input{
 		Runtime: cmd.Runtime, RuntimeUID: cmd.RuntimeUID, PlanDigest: cmd.PlanDigest, Release: rel,
-		StepID: cmd.Step.ID, StepStarted: cmd.Step.Started, StepRolloutUID: cmd.Step.RolloutUID, SuspendEngine: cmd.SuspendEngine,
+		StepID: cmd.Step.ID, StepStarted: cmd.Step.Started, StepRolloutUID: cmd.Step.RolloutUID, StepSeq: cmd.Step.Seq, SuspendEngine: cmd.SuspendEngine,
 	})
 	if err != nil {
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonPlanUnreadable, err.Error(), nil), nil
@@ -242,7 +242,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	}
 	rv := ""
 	if live != nil {
-		outdated, sameSecond := outdatedBy(live.Annotations, cmd.Step)
+		outdated, ask := outdatedBy(live.Annotations, cmd.Step)
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
 			hasResourcesFinalizer(live) || outdated != ""
 		if refused && fromCache {
@@ -251,13 +251,13 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 		}
-		if sameSecond {
+		if ask {
 			// Asked of the API server, whatever the read: while the command's rollout runs no
 			// later rollout has written the Application, so a cached copy older than the live
 			// one changes nothing here, and the write below, guarded by the copy's
-			// resourceVersion, conflicts and is decided again on a fresh read. (Rollouts that
-			// follow each other within a second, as in make bench, meet this on every few
-			// steps: one read, not an Application's GET before it.)
+			// resourceVersion, conflicts and is decided again on a fresh read. (Only an
+			// Application or a command without an ordering token gets here: one written before
+			// the tokens, or by a repair decided from no rollout.)
 			var err error
 			if outdated, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep]); err != nil {
 				return nil, err
@@ -437,8 +437,8 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 	if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
 		return removeResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
 	}
-	outdated, sameSecond := outdatedBy(live.Annotations, cmd.Step)
-	if sameSecond {
+	outdated, ask := outdatedBy(live.Annotations, cmd.Step)
+	if ask {
 		if outdated, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep]); err != nil {
 			return nil, err
 		}

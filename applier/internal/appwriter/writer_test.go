@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -55,7 +56,7 @@ func (f *fakeRollouts) RemoveInProgress(_ context.Context, name, release string)
 	return !ended && f.removing[name] == release, nil
 }
 
-func (f *fakeRollouts) Ended(_ context.Context, name string) (string, bool, error) {
+func (f *fakeRollouts) Ended(_ context.Context, name, _ string) (string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads = append(f.reads, name)
@@ -959,45 +960,74 @@ func TestHandleRemovePublishes(t *testing.T) {
 
 // A command redelivered after a later rollout's step wrote the Application is answered
 // Outdated and changes nothing: no apply that would put back the earlier rollout's values,
-// no delete of a release the later rollout installed again.
+// no delete of a release the later rollout installed again. The ordering tokens decide, never
+// the steps' starts: the later rollout's planner may have a clock 5 s behind the earlier one's
+// (and an earlier rollout's command is refused whichever way the clocks disagree).
 func TestOutdatedCommandsAreNotCarriedOut(t *testing.T) {
-	h := newHarness(t)
-	later := func(c *bus.ApplyCommand) {
-		c.Step = bus.StepRef{Rollout: "r-later", Index: 1, ID: "r-later/1", Started: testStarted.Add(time.Hour)}
-		c.Header.ID = "r-later/1/1"
-	}
-	if res := h.apply(t, applyCmd(h.plan, "gpu-operator", 1, later)); res.Outcome != bus.OutcomeWritten {
-		t.Fatalf("later rollout's write: %s (%s)", res.Outcome, res.Message)
-	}
-	h.apps.writes()
-	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
-	if res.Outcome != bus.OutcomeOutdated || !strings.Contains(res.Message, "r-later/1") {
-		t.Errorf("earlier rollout's redelivered apply: %s (%s), want Outdated naming r-later/1", res.Outcome, res.Message)
-	}
-	rm, err := h.w.Remove(context.Background(), removeCmd("gpu-operator", 3))
-	if err != nil {
-		t.Fatalf("remove: %v", err)
-	}
-	if rm.Outcome != bus.OutcomeOutdated {
-		t.Errorf("earlier rollout's redelivered remove: %s (%s), want Outdated", rm.Outcome, rm.Message)
-	}
-	if w := h.apps.writes(); len(w) != 0 {
-		t.Errorf("writes %v, want none", verbs(w))
-	}
-	if live := h.apps.live("gpu-operator"); live == nil || live.Annotations[v1alpha1.AnnotationStep] != "r-later/1" {
-		t.Errorf("the Application is not the later rollout's any more: %v", live)
-	}
-	if len(h.rollouts.reads) != 0 {
-		t.Errorf("rollouts read %v: the start times decided, no read was needed", h.rollouts.reads)
+	for _, skew := range []time.Duration{-5 * time.Second, 5 * time.Second} {
+		t.Run(fmt.Sprintf("later planner's clock %+v", skew), func(t *testing.T) {
+			h := newHarness(t)
+			// The later rollout's command: its step started right after the earlier rollout's
+			// (testStarted + 2 min, applyCmd index 2 below), as its planner's clock says.
+			later := func(c *bus.ApplyCommand) {
+				c.Step = bus.StepRef{Rollout: "r-later", Index: 1, ID: "r-later/1", RolloutUID: "uid-later",
+					Started: testStarted.Add(2*time.Minute + time.Second + skew), Seq: "4200"}
+				c.Header.ID = "r-later/1/1"
+			}
+			if res := h.apply(t, applyCmd(h.plan, "gpu-operator", 1, later)); res.Outcome != bus.OutcomeWritten {
+				t.Fatalf("later rollout's write: %s (%s)", res.Outcome, res.Message)
+			}
+			h.apps.writes()
+			res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
+			if res.Outcome != bus.OutcomeOutdated || !strings.Contains(res.Message, "r-later/1") {
+				t.Errorf("earlier rollout's redelivered apply: %s (%s), want Outdated naming r-later/1", res.Outcome, res.Message)
+			}
+			rm, err := h.w.Remove(context.Background(), removeCmd("gpu-operator", 3))
+			if err != nil {
+				t.Fatalf("remove: %v", err)
+			}
+			if rm.Outcome != bus.OutcomeOutdated {
+				t.Errorf("earlier rollout's redelivered remove: %s (%s), want Outdated", rm.Outcome, rm.Message)
+			}
+			if w := h.apps.writes(); len(w) != 0 {
+				t.Errorf("writes %v, want none", verbs(w))
+			}
+			if live := h.apps.live("gpu-operator"); live == nil || live.Annotations[v1alpha1.AnnotationStep] != "r-later/1" ||
+				live.Annotations[v1alpha1.AnnotationStepSeq] != "4200" {
+				t.Errorf("the Application is not the later rollout's any more: %v", live)
+			}
+			if len(h.rollouts.reads) != 0 {
+				t.Errorf("rollouts read %v: the ordering tokens decided, no read was needed", h.rollouts.reads)
+			}
+
+			// And the later rollout's commands, redelivered too, are carried out over an
+			// Application the earlier one wrote, whatever the starts say.
+			h2 := newHarness(t)
+			if res := h2.apply(t, applyCmd(h2.plan, "gpu-operator", 2)); res.Outcome != bus.OutcomeWritten {
+				t.Fatalf("earlier rollout's write: %s (%s)", res.Outcome, res.Message)
+			}
+			if res := h2.apply(t, applyCmd(h2.plan, "gpu-operator", 1, later)); res.Outcome != bus.OutcomeRefreshed {
+				t.Errorf("later rollout's apply: %s (%s), want Refreshed (carried out, same spec)", res.Outcome, res.Message)
+			}
+			if live := h2.apps.live("gpu-operator"); live.Annotations[v1alpha1.AnnotationStep] != "r-later/1" {
+				t.Errorf("step annotation %q, want r-later/1", live.Annotations[v1alpha1.AnnotationStep])
+			}
+			if len(h2.rollouts.reads) != 0 {
+				t.Errorf("rollouts read %v: the ordering tokens decided, no read was needed", h2.rollouts.reads)
+			}
+		})
 	}
 }
 
-// When the other rollout's step started in the same second, the annotations cannot order the
-// two rollouts: a command of a rollout that has ended is Outdated, one of a rollout still
-// running is carried out (no later rollout can have started while it runs).
-func TestSameSecondCommandsAskWhetherTheirRolloutEnded(t *testing.T) {
+// When the Application or the command carries no ordering token (written before there were
+// tokens, or by a repair decided from no rollout), the two cannot be ordered: a command of a
+// rollout that has ended is Outdated, one of a rollout still running is carried out (no later
+// rollout can have started while it runs). The steps' starts are never compared.
+func TestUnorderedCommandsAskWhetherTheirRolloutEnded(t *testing.T) {
 	other := func(c *bus.ApplyCommand) {
-		c.Step = bus.StepRef{Rollout: "r-other", Index: 1, ID: "r-other/1", Started: testStarted.Add(200 * time.Millisecond)}
+		// Written by an applier of the version before the tokens: no Seq, and a start that
+		// says nothing (an hour after the command's own).
+		c.Step = bus.StepRef{Rollout: "r-other", Index: 1, ID: "r-other/1", Started: testStarted.Add(time.Hour)}
 		c.Header.ID = "r-other/1/1"
 		c.Action = v1alpha1.ActionApply
 	}
@@ -1017,9 +1047,7 @@ func TestSameSecondCommandsAskWhetherTheirRolloutEnded(t *testing.T) {
 			}
 			h.apps.writes()
 			maps.Copy(h.rollouts.ended, tc.ended)
-			res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) {
-				c.Step.Started = testStarted.Add(700 * time.Millisecond)
-			}))
+			res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2))
 			if res.Outcome != tc.want {
 				t.Errorf("apply: %s (%s), want %s", res.Outcome, res.Message, tc.want)
 			}

@@ -792,7 +792,9 @@ func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntim
 	if s.StartedAt != nil {
 		started = s.StartedAt.UTC()
 	}
-	ref := bus.StepRef{Rollout: r.Name, Index: s.Index, ID: stepID, Started: started, RolloutUID: string(r.UID)}
+	// The rollout as held here shows the step started, so its resourceVersion orders the
+	// command after every command of an earlier rollout (bus.StepRef.Seq).
+	ref := bus.StepRef{Rollout: r.Name, Index: s.Index, ID: stepID, Started: started, RolloutUID: string(r.UID), Seq: r.ResourceVersion}
 	if s.Action == v1alpha1.ActionRemove {
 		return c.publishOnce(ctx, bus.RemoveSubject(rt.Name, s.Release), id,
 			bus.NewRemoveCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release))

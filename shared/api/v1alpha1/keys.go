@@ -79,6 +79,11 @@ const (
 	// one-second precision, so neither tells apart two rollouts of the same name created within
 	// a second (a move undone and redone); the UID does, and readiness's verdict carries it.
 	AnnotationStepRolloutUID = "operator.aicr.run/step-rollout-uid"
+	// AnnotationStepSeq is the ordering token of the command that last wrote the Application
+	// (bus.StepRef.Seq: the resourceVersion of the RuntimeRollout the command was decided from;
+	// absent when the command carried none). The applier compares it with CompareSeq, never the
+	// step's start: planners' clocks may disagree.
+	AnnotationStepSeq = "operator.aicr.run/step-seq"
 	// AnnotationStepWrite says what the step's write did to the spec: StepWriteChanged or
 	// StepWriteUnchanged. With StepWriteUnchanged, readiness waits for the refresh handshake.
 	AnnotationStepWrite = "operator.aicr.run/step-write"
