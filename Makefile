@@ -36,7 +36,7 @@ VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILDINFO := github.com/aicr-run/aicr-operator/servicekit/buildinfo
 LDFLAGS := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).revision=$(REVISION)
-# build_cmd PKGS: with the images' build flags (hack/imagebuild), which are also the tools', so
+# build_cmd PKGS: with the images' build flags (e2e/imagebuild), which are also the tools', so
 # the standard library compiles once for both (-ldflags changes only the link)
 build_cmd = CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/ $(1)
 # tools_bin TOOLS,PKGS: build the missing tools and, beside them, the binaries of PKGS (their
@@ -158,12 +158,21 @@ chart-lint: ## helm lint and helm template the aicr-operator chart, and every ex
 	done; \
 	echo "chart-lint: ok"
 
+# make images: the OCI layout of every image (IMAGES_DIR); REGISTRY=host:port/prefix also pushes
+# each as <REGISTRY>/<binary>:<VERSION> and prints its digest. make images-load loads this
+# machine's platform into Docker as <IMAGE_REPOSITORY>/<binary>:<IMAGE_TAG>.
+IMAGES_DIR ?= $(CURDIR)/build/images/oci
+REGISTRY ?=
+IMAGE_REPOSITORY ?= aicr-operator
+IMAGE_TAG ?= dev
+
 .PHONY: images
-images: ## Build the five images, the setup Job's and the plugin's with docker (IMAGE_REGISTRY, IMAGE_TAG)
-	@for b in $(SERVICES) $(JOBS); do \
-	  docker build -f deploy/Dockerfile --build-arg BINARY=$$b -t $${IMAGE_REGISTRY:-aicr-operator}/$$b:$${IMAGE_TAG:-dev} .; \
-	done; \
-	docker build -f deploy/Dockerfile --build-arg BINARY=cli --build-arg PACKAGE=./cmd/kubectl-aicr -t $${IMAGE_REGISTRY:-aicr-operator}/kubectl-aicr:$${IMAGE_TAG:-dev} .
+images: ## Build the images of the five binaries, the setup Job and the plugin for linux/amd64 and arm64 without Docker: an OCI layout in build/images/oci (REGISTRY=host:port/prefix pushes them and prints their digests)
+	go run ./e2e/cmd/aicr-images build --out $(IMAGES_DIR) --version $(VERSION) --revision $(REVISION) $(if $(REGISTRY),--push $(REGISTRY))
+
+.PHONY: images-load
+images-load: images ## make images, then load this machine's platform of each into Docker as aicr-operator/<binary>:dev (IMAGE_REPOSITORY, IMAGE_TAG)
+	go run ./e2e/cmd/aicr-images load --out $(IMAGES_DIR) --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG)
 
 # The whole of make bench takes about 25 min on a fast 2-vCPU machine and about twice that on a
 # slow one; its report prints at the end, so a timeout loses every figure.

@@ -137,7 +137,7 @@ func (d *demo) sh(ctx context.Context, name string, args ...string) (string, err
 }
 
 func (d *demo) images(ctx context.Context) error {
-	if _, err := d.r.run(ctx, command{name: "make", args: []string{"images"}, env: []string{"IMAGE_REGISTRY=aicr-operator", "IMAGE_TAG=dev"}}); err != nil {
+	if _, err := d.r.run(ctx, command{name: "make", args: []string{"images-load"}, env: []string{"IMAGE_REPOSITORY=aicr-operator", "IMAGE_TAG=dev"}}); err != nil {
 		return err
 	}
 	// No build context: the image copies nothing, and deploy/compose holds the demo's secrets.

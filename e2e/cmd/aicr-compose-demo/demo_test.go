@@ -206,7 +206,7 @@ func TestWalkThroughTakesTheDemosSteps(t *testing.T) {
 			seq = append(seq, word)
 		}
 	}
-	want := []string{"make images", "docker build", "kind get", "kind create", "kind get", "kind load", "helm repo", "helm --kubeconfig",
+	want := []string{"make images-load", "docker build", "kind get", "kind create", "kind get", "kind load", "helm repo", "helm --kubeconfig",
 		"docker rm", "docker run", "helm registry", "helm package", "helm push", "helm package", "helm push"}
 	if got := strings.Join(seq[:len(want)], ", "); got != strings.Join(want, ", ") {
 		t.Errorf("the walk-through begins\n  %s\nwant\n  %s", got, strings.Join(want, ", "))

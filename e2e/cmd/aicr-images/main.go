@@ -1,0 +1,194 @@
+// Command aicr-images builds the operator's images without a container engine (make images),
+// pushes them (make images REGISTRY=host:port/prefix) and loads them into Docker (make
+// images-load). See e2e/imagebuild.
+//
+//	aicr-images build --out build/images/oci --version v0.2.0 [--push host:port/prefix]
+//	aicr-images load --out build/images/oci --repository aicr-operator --tag dev
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/aicr-run/aicr-operator/e2e/imagebuild"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aicr-images: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: aicr-images build|load [flags]")
+	}
+	switch args[0] {
+	case "build":
+		return build(ctx, args[1:], stdout, stderr)
+	case "load":
+		return load(ctx, args[1:], stdout)
+	}
+	return fmt.Errorf("unknown command %q: want build or load", args[0])
+}
+
+func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	out := fs.String("out", "build/images/oci", "the OCI image layout folder to write (emptied first)")
+	version := fs.String("version", "", "the version stamped into the binaries and labels, and the tag pushed (required)")
+	revision := fs.String("revision", "", "the git revision (default: git rev-parse HEAD)")
+	push := fs.String("push", "", "push each image to <this>/<binary>:<version> and print its digest (host:port/prefix)")
+	caDeb := fs.String("ca-deb", "", "Debian's ca-certificates .deb (default: the one in the cache folder, fetched once with apt-get download)")
+	only := fs.String("binaries", "", "comma-separated binaries to build (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *version == "" {
+		return errors.New("--version is required (make images passes VERSION)")
+	}
+	root, err := gitOut(ctx, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	if *revision == "" {
+		if *revision, err = gitOut(ctx, "rev-parse", "HEAD"); err != nil {
+			return err
+		}
+	}
+	epoch, err := sourceDateEpoch(ctx)
+	if err != nil {
+		return err
+	}
+	if *caDeb == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return err
+		}
+		if *caDeb, err = imagebuild.FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs")); err != nil {
+			return err
+		}
+	}
+	ca, err := imagebuild.ReadCADeb(ctx, *caDeb)
+	if err != nil {
+		return err
+	}
+	bins, err := selectBinaries(*only)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	images, err := imagebuild.Build(ctx, imagebuild.Options{Root: root, Out: *out, Version: *version, Revision: *revision, Epoch: epoch, CA: ca, Binaries: bins, Log: stderr})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "images: %d images (%s; ca-certificates %s, %d certificates) in %s, %s, built in %s\n",
+		len(images), *version, ca.Version, ca.Count, *out, epoch.UTC().Format(time.RFC3339), time.Since(start).Round(100*time.Millisecond))
+	for _, img := range images {
+		var sizes []string
+		for _, p := range imagebuild.Platforms {
+			k := p.OS + "/" + p.Architecture
+			if n, ok := img.Sizes[k]; ok {
+				sizes = append(sizes, fmt.Sprintf("%s %.1f MB", k, float64(n)/1e6))
+			}
+		}
+		fmt.Fprintf(stdout, "%-14s %s (%s)\n", img.Name, img.Digest, strings.Join(sizes, ", "))
+	}
+	if *push == "" {
+		return nil
+	}
+	pushed, err := imagebuild.Push(ctx, images, strings.TrimSuffix(*push, "/"), *version)
+	if err != nil {
+		return err
+	}
+	for _, p := range pushed {
+		fmt.Fprintln(stdout, p.Reference)
+	}
+	return nil
+}
+
+func load(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	out := fs.String("out", "build/images/oci", "the OCI image layout make images wrote")
+	repository := fs.String("repository", "aicr-operator", "the images' names in Docker: <repository>/<binary>")
+	tag := fs.String("tag", "dev", "the images' tag in Docker")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	images, err := imagebuild.Read(*out)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "docker", "load")
+	pr, pw := io.Pipe()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("docker load: %w", err)
+	}
+	werr := imagebuild.DockerArchive(pw, images, *repository, *tag, v1.Platform{OS: "linux", Architecture: runtime.GOARCH})
+	pw.CloseWithError(werr)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("docker load: %w", errors.Join(err, werr))
+	}
+	return werr
+}
+
+func selectBinaries(only string) ([]imagebuild.Binary, error) {
+	if only == "" {
+		return imagebuild.Binaries, nil
+	}
+	var out []imagebuild.Binary
+	for _, n := range strings.Split(only, ",") {
+		found := false
+		for _, b := range imagebuild.Binaries {
+			if b.Name == n {
+				out, found = append(out, b), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("--binaries: unknown binary %q (want some of planner, applier, readiness, credrefresher, admission, setup, kubectl-aicr)", n)
+		}
+	}
+	return out, nil
+}
+
+// sourceDateEpoch is SOURCE_DATE_EPOCH, else the time of the commit HEAD.
+func sourceDateEpoch(ctx context.Context) (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		var err error
+		if s, err = gitOut(ctx, "log", "-1", "--format=%ct", "HEAD"); err != nil {
+			return time.Time{}, err
+		}
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970: %w", s, err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+func gitOut(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
