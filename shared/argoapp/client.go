@@ -50,10 +50,11 @@ func (c *Client) AppProjects(namespace string) *AppProjects {
 	return &AppProjects{rc: c.rc, ns: namespace}
 }
 
-// Applications reads, patches and deletes the Applications of one namespace. It has no Update
-// and no Create on purpose: an Application read through this package lacks the fields it does
-// not declare, and writing one back whole would erase them. Write with server-side apply
-// (types.ApplyPatchType) or a merge patch of the fields you own.
+// Applications reads, creates, patches and deletes the Applications of one namespace. It has no
+// Update, and Create takes an encoded body rather than an Application, on purpose: an
+// Application read through this package lacks the fields it does not declare, and writing one
+// back whole would erase them. Write with server-side apply (types.ApplyPatchType) or a merge
+// patch of the fields you own; create with the manifest you built.
 //
 // +kubebuilder:object:generate=false
 type Applications struct {
@@ -89,6 +90,18 @@ func (a *Applications) Watch(ctx context.Context, opts metav1.ListOptions) (watc
 	opts.Watch = true
 	return watchStream(a.rc.Get().Namespace(a.ns).Resource(ResourceApplications).
 		VersionedParams(&opts, metav1.ParameterCodec).Throttle(nil).Stream(ctx))
+}
+
+// Create creates one Application from its JSON manifest; it fails with AlreadyExists when the
+// name is taken, where a server-side apply would take the object over.
+func (a *Applications) Create(ctx context.Context, body []byte, opts metav1.CreateOptions) (*Application, error) {
+	out := &Application{}
+	err := a.rc.Post().Namespace(a.ns).Resource(ResourceApplications).
+		VersionedParams(&opts, metav1.ParameterCodec).Body(body).Do(ctx).Into(out)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Patch patches one Application: a server-side apply (types.ApplyPatchType, with

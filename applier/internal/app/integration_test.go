@@ -111,8 +111,8 @@ components:
 		t.Errorf("application %s %v", app.Spec.Source.RepoURL, app.Labels)
 	}
 
-	// The Remove's rollout runs: its step started in the same second as the Install's, so the
-	// applier reads it to know it has not ended (Outdated otherwise).
+	// The Remove's rollout runs: neither command carries an ordering token, so the applier
+	// reads it to know it has not ended (Outdated otherwise).
 	ro := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RuntimeRollout",
 		"metadata": map[string]any{"name": "r2"}, "spec": map[string]any{"runtime": "cluster", "runtimeUID": "uid-it"},

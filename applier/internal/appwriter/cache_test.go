@@ -78,15 +78,16 @@ func TestApplyFromCache(t *testing.T) {
 				c[name] = h.ownedApp(t, name, 1)
 				h.apps.remove(name)
 			},
-			// the apply creates it (the API server does not hold a create to the
-			// resourceVersion); its new UID makes the writer state step-write changed
-			wantWrites:  []string{applyVerb, applyVerb},
+			// the apply, held to the cached UID, does not create it; the name is read
+			// again and created, as changed
+			wantGets:    1,
+			wantWrites:  []string{applyVerb, createVerb, mergeVerb},
 			wantOutcome: bus.OutcomeWritten,
 		},
 		"a name the cache does not hold is read with a GET": {
 			setup:       func(t *testing.T, h *harness, c snapshotCache) {},
 			wantGets:    1,
-			wantWrites:  []string{applyVerb},
+			wantWrites:  []string{createVerb, mergeVerb},
 			wantOutcome: bus.OutcomeWritten,
 		},
 	}
@@ -164,8 +165,9 @@ func foreignMeta(name string) metav1.ObjectMeta {
 }
 
 // TestApplyDeletedBetweenReadAndWriteIsChanged: without a cache too, an Application deleted
-// between the GET and the apply is created by the apply; it is new, so its step-write is
-// changed (readiness then waits for a sync of it, not for a refresh).
+// between the GET and the apply is not created by the apply (it is held to the UID read): the
+// name is read again and created; it is new, so its step-write is changed (readiness then
+// waits for a sync of it, not for a refresh).
 func TestApplyDeletedBetweenReadAndWriteIsChanged(t *testing.T) {
 	h := newHarness(t)
 	h.ownedApp(t, "gpu-operator", 1)
@@ -178,17 +180,17 @@ func TestApplyDeletedBetweenReadAndWriteIsChanged(t *testing.T) {
 	if res.Outcome != bus.OutcomeWritten || live == nil || live.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged {
 		t.Errorf("outcome %s, stored %+v; want Written and step-write changed", res.Outcome, live)
 	}
-	if diff := cmp.Diff([]string{applyVerb, applyVerb}, verbs(h.apps.writes())); diff != "" {
+	if diff := cmp.Diff([]string{applyVerb, createVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
 	}
 }
 
-// TestApplyFromCacheSameSecondAsksOnlyTheRollout: when the cached Application was last written
-// by another rollout's step of the same second, the writer asks whether the command's rollout
+// TestApplyFromCacheUnorderedAsksOnlyTheRollout: when the cached Application was last written
+// by another rollout's step without an ordering token, the writer asks whether the command's rollout
 // ended and, while it runs, writes with the cached copy's resourceVersion: no GET of the
 // Application. A stale copy costs a conflict and a fresh decision; an ended rollout is
 // confirmed on a fresh read before the command is called Outdated.
-func TestApplyFromCacheSameSecondAsksOnlyTheRollout(t *testing.T) {
+func TestApplyFromCacheUnorderedAsksOnlyTheRollout(t *testing.T) {
 	const name = "gpu-operator"
 	other := func(c *bus.ApplyCommand) {
 		c.Step = bus.StepRef{Rollout: "r-other", Index: 1, ID: "r-other/1", Started: testStarted.Add(200 * time.Millisecond)}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/gentype"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -23,7 +24,7 @@ var appsResource = argoapp.ApplicationsResource
 
 // call is one write the fake saw.
 type call struct {
-	Verb      string // patch or delete
+	Verb      string // create, patch or delete
 	PatchType types.PatchType
 	Manager   string
 	Force     bool
@@ -34,7 +35,8 @@ type call struct {
 // fakeApps is an Application API for unit tests. Server-side apply goes through client-go's
 // field-managed object tracker (managedFields, conflicts, force); on top of it the fake does what
 // the tracker does not and the writer relies on: resourceVersion and UID, the resourceVersion
-// precondition of a write, the UID precondition of a delete, and deletion held by finalizers.
+// and UID preconditions of a write (a patch carrying a UID never creates), the UID
+// precondition of a delete, AlreadyExists on a create, and deletion held by finalizers.
 type fakeApps struct {
 	t      testing.TB
 	client *gentype.FakeClient[*argoapp.Application]
@@ -120,6 +122,7 @@ func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, d
 	}
 	var body struct {
 		Metadata struct {
+			UID             string `json:"uid"`
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
@@ -127,6 +130,17 @@ func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, d
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	m := f.meta[name]
+	// Like the API server: a patch carrying a UID is a conflict when there is no object (it
+	// never creates one), and invalid (an immutable field) when another object has the name.
+	if uid := body.Metadata.UID; uid != "" {
+		if m == nil {
+			return nil, apierrors.NewConflict(appsResource, name, fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
+		}
+		if m.uid != uid {
+			return nil, apierrors.NewInvalid(argoapp.SchemeGroupVersion.WithKind("Application").GroupKind(), name,
+				field.ErrorList{field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable")})
+		}
+	}
 	// Like the API server: a resourceVersion guards an update; a server-side apply to a name
 	// that does not exist creates the object whatever resourceVersion it carries, and a merge
 	// patch to it is not found.
@@ -142,6 +156,32 @@ func (f *fakeApps) Patch(ctx context.Context, name string, pt types.PatchType, d
 	}
 	f.touchLocked(name)
 	return f.stampLocked(app), nil
+}
+
+func (f *fakeApps) Create(ctx context.Context, data []byte, opts metav1.CreateOptions) (*argoapp.Application, error) {
+	c := call{Verb: "create", Manager: opts.FieldManager, Body: string(data)}
+	if f.before != nil {
+		f.before("create", c)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+	if err := f.failFor("create", c); err != nil {
+		return nil, err
+	}
+	app := &argoapp.Application{}
+	if err := json.Unmarshal(data, app); err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if f.meta[app.Name] != nil {
+		return nil, apierrors.NewAlreadyExists(appsResource, app.Name)
+	}
+	out, err := f.client.Create(ctx, app, opts)
+	if err != nil {
+		return nil, err
+	}
+	f.touchLocked(app.Name)
+	return f.stampLocked(out), nil
 }
 
 func (f *fakeApps) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {

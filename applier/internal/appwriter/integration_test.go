@@ -4,6 +4,7 @@ package appwriter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/kubernetes"
 
@@ -61,6 +65,9 @@ type world struct {
 type hookedApps struct {
 	Applications
 	beforeDelete func()
+	// beforeCreate and beforeMerge run once, before the next create and the next JSON merge
+	// patch: someone acting between the writer's read and that write.
+	beforeCreate, beforeMerge func()
 	// gets and patches count the requests (benchmarks).
 	gets, patches atomic.Int64
 }
@@ -70,7 +77,19 @@ func (h *hookedApps) Get(ctx context.Context, name string, opts metav1.GetOption
 	return h.Applications.Get(ctx, name, opts)
 }
 
+func (h *hookedApps) Create(ctx context.Context, body []byte, opts metav1.CreateOptions) (*argoapp.Application, error) {
+	if f := h.beforeCreate; f != nil {
+		h.beforeCreate = nil
+		f()
+	}
+	return h.Applications.Create(ctx, body, opts)
+}
+
 func (h *hookedApps) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*argoapp.Application, error) {
+	if f := h.beforeMerge; f != nil && pt == types.MergePatchType {
+		h.beforeMerge = nil
+		f()
+	}
 	h.patches.Add(1)
 	return h.Applications.Patch(ctx, name, pt, data, opts, sub...)
 }
@@ -396,7 +415,7 @@ func TestIntegrationHandEditForcedBack(t *testing.T) {
 		t.Fatalf("hand edit: %v", err)
 	}
 	// What the operator's write would meet without force:
-	body, err := manifest(mustBuild(t, w, hello, "gpu-operator", 2), v1alpha1.StepWriteChanged, "")
+	body, err := manifest(mustBuild(t, w, hello, "gpu-operator", 2), v1alpha1.StepWriteChanged, guard{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,5 +647,228 @@ func benchmarkApplyWrites(b *testing.B, workers int, cached bool) {
 	b.ReportMetric(float64(w.hooked.patches.Load())/float64(b.N), "patches/write")
 	if len(counter.bad) > 0 {
 		b.Logf("some commands were not plain writes: %v", counter.bad)
+	}
+}
+
+// foreignApp is an Application someone else owns under name.
+func foreignApp(ns, name string) *argoapp.Application {
+	return &argoapp.Application{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{v1alpha1.LabelManagedBy: "argocd-autopilot"}},
+		Spec: argoapp.ApplicationSpec{Project: "default", Source: &argoapp.ApplicationSource{RepoURL: "https://example.com/theirs", Path: "x"},
+			Destination: argoapp.ApplicationDestination{Server: appspec.InClusterServer, Namespace: "theirs"}},
+	}
+}
+
+// TestIntegrationCreateIsCreate: on the real API server, an Application someone creates under
+// the name between the writer's read (nothing there) and its write is never taken over: the
+// create fails, the name is read again, and the result is Foreign with the evidence. A create
+// that goes through hands the fields to the operator's apply (one aicr-operator entry, Apply).
+func TestIntegrationCreateIsCreate(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	var theirs *argoapp.Application
+	w.hooked.beforeCreate = func() {
+		var err error
+		if theirs, err = w.others.Create(ctx, foreignApp(w.ns, "gpu-operator"), metav1.CreateOptions{FieldManager: "argocd-autopilot"}); err != nil {
+			t.Errorf("create the namesake: %v", err)
+		}
+	}
+	res := w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
+	if res.Outcome != bus.OutcomeForeign || res.Reason != v1alpha1.ReasonForeignObject || !strings.Contains(res.Message, `"argocd-autopilot"`) {
+		t.Errorf("apply: %s/%s %q; want Foreign/ForeignObject with the owner evidence", res.Outcome, res.Reason, res.Message)
+	}
+	if got := w.get(t, "gpu-operator"); theirs == nil || got == nil || got.ResourceVersion != theirs.ResourceVersion {
+		t.Fatalf("the namesake was written or deleted")
+	}
+
+	res = w.apply(t, applyCmd(w.plans["hello"], "cert-manager", 1))
+	if res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("create cert-manager: %s (%s)", res.Outcome, res.Message)
+	}
+	var ours []string
+	for _, e := range w.get(t, "cert-manager").ManagedFields {
+		if e.Manager == v1alpha1.FieldManager {
+			ours = append(ours, string(e.Operation))
+		}
+	}
+	if !cmp.Equal(ours, []string{"Apply"}) {
+		t.Errorf("aicr-operator's managedFields entries after a create: %v; want [Apply]", ours)
+	}
+}
+
+// TestIntegrationWritesAreHeldToTheUID: an Application replaced by a namesake (deleted, and
+// created by someone else) between the writer's apply and its refresh patch is not refreshed:
+// the refresh, held to the UID, fails, the name is read again and is Foreign.
+func TestIntegrationWritesAreHeldToTheUID(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 1))
+	var theirs *argoapp.Application
+	w.hooked.beforeMerge = func() {
+		if err := w.apps.Delete(ctx, "gpu-operator", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		var err error
+		if theirs, err = w.others.Create(ctx, foreignApp(w.ns, "gpu-operator"), metav1.CreateOptions{FieldManager: "argocd-autopilot"}); err != nil {
+			t.Errorf("create the namesake: %v", err)
+		}
+	}
+	res := w.apply(t, applyCmd(w.plans["hello"], "gpu-operator", 2)) // unchanged: a refresh follows the apply
+	if res.Outcome != bus.OutcomeForeign {
+		t.Errorf("apply: %s (%s); want Foreign", res.Outcome, res.Message)
+	}
+	got := w.get(t, "gpu-operator")
+	if theirs == nil || got == nil || got.ResourceVersion != theirs.ResourceVersion || got.Annotations[v1alpha1.AnnotationRefreshFor] != "" {
+		t.Errorf("the namesake was written: %+v", got)
+	}
+}
+
+// TestIntegrationRepairRemovesWhatNobodyStates: a repair makes the Application exactly what the
+// plan says, on the real API server: what another manager added (spec.sources, source.chart, a
+// values key, a plan-decided annotation) and the operator's apply never owned is removed too.
+func TestIntegrationRepairRemovesWhatNobodyStates(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	hello := w.plans["hello"]
+	w.apply(t, applyCmd(hello, "gpu-operator", 1))
+	edit := `{"metadata":{"annotations":{"` + v1alpha1.AnnotationReadinessGate + `":"true"}},` +
+		`"spec":{"sources":[{"repoURL":"https://example.com/extra","path":"x"}],"source":{"chart":"other","helm":{"valuesObject":{"added":"by hand"}}}}}`
+	if _, err := w.apps.Patch(ctx, "gpu-operator", types.MergePatchType, []byte(edit), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatalf("hand edit: %v", err)
+	}
+	repair := applyCmd(hello, "gpu-operator", 0, func(c *bus.ApplyCommand) {
+		c.Step = bus.StepRef{ID: "repair/0123456789ab/edit", Started: testStarted}
+		c.Action = v1alpha1.ActionApply
+	})
+	if res := w.apply(t, repair); res.Outcome != bus.OutcomeWritten {
+		t.Errorf("repair: %s (%s); want Written", res.Outcome, res.Message)
+	}
+	got := w.get(t, "gpu-operator")
+	want := mustBuild(t, w, hello, "gpu-operator", 2)
+	if diff := cmp.Diff(toJSONMap(t, want.Spec), toJSONMap(t, got.Spec)); diff != "" {
+		t.Errorf("spec after the repair (-plan +live):\n%s", diff)
+	}
+	if d := appspec.Detect(got, mustBuildFrom(t, w, hello, got)); !d.Empty() {
+		t.Errorf("drift left after the repair: %+v", d)
+	}
+}
+
+// mustBuildFrom builds the release as a drift comparer does: from the plan, with the live
+// step annotations.
+func mustBuildFrom(t *testing.T, w *world, p *plan.Plan, live *argoapp.Application) *argoapp.Application {
+	t.Helper()
+	rel, _ := p.Release(live.Name)
+	s := testSettings()
+	s.EngineNamespace = w.ns
+	started, _ := time.Parse(time.RFC3339, live.Annotations[v1alpha1.AnnotationStepStarted])
+	app, err := appspec.Build(s, appspec.Input{Runtime: testRuntime, RuntimeUID: testRuntimeUID, PlanDigest: p.Digest(), Release: rel,
+		StepID: live.Annotations[v1alpha1.AnnotationStep], StepStarted: started, StepRolloutUID: live.Annotations[v1alpha1.AnnotationStepRolloutUID]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func toJSONMap(t *testing.T, v any) map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// skewedStep is the step a planner whose clock is off by skew stamps for a rollout read from
+// the API server: the start by its clock, the ordering token from the rollout.
+func skewedStep(r *v1alpha1.RuntimeRollout, index int32, skew time.Duration) bus.StepRef {
+	return bus.StepRef{Rollout: r.Name, Index: index, ID: fmt.Sprintf("%s/%d", r.Name, index), RolloutUID: string(r.UID),
+		Started: time.Now().Add(skew).UTC(), Seq: r.ResourceVersion}
+}
+
+// TestIntegrationClocksApartDoNotReorderCommands: two planners whose clocks are 5 s apart, in
+// either direction, start the steps of two rollouts one after the other (RuntimeRollouts in the
+// real API server). The later rollout's command is carried out and a redelivery of the earlier
+// rollout's command after it is Outdated, whatever the two starts say: the ordering tokens
+// (the rollouts' resourceVersions) decide.
+func TestIntegrationClocksApartDoNotReorderCommands(t *testing.T) {
+	for _, skew := range []time.Duration{5 * time.Second, -5 * time.Second} {
+		t.Run(fmt.Sprintf("first planner %+v, second %+v", skew, -skew), func(t *testing.T) {
+			w := newWorld(t, "hello", "upgraded")
+			ctx := context.Background()
+			rollouts := w.rollouts(t)
+			first := w.createRollout(t, rollouts, "r-first")
+			earlier := applyCmd(w.plans["hello"], "gpu-operator", 1, func(c *bus.ApplyCommand) {
+				c.Step = skewedStep(first, 1, skew)
+				c.Header.ID = c.Step.ID + "/1"
+			})
+			if res := w.apply(t, earlier); res.Outcome != bus.OutcomeWritten {
+				t.Fatalf("the first rollout's step: %s (%s)", res.Outcome, res.Message)
+			}
+			w.endRollout(t, rollouts, first)
+			second := w.createRollout(t, rollouts, "r-second")
+			later := applyCmd(w.plans["upgraded"], "gpu-operator", 1, func(c *bus.ApplyCommand) {
+				c.Step = skewedStep(second, 1, -skew)
+				c.Header.ID = c.Step.ID + "/1"
+				c.Action = v1alpha1.ActionUpgrade
+			})
+			if res := w.apply(t, later); res.Outcome != bus.OutcomeWritten {
+				t.Fatalf("the second rollout's step: %s (%s)", res.Outcome, res.Message)
+			}
+			written := w.get(t, "gpu-operator")
+			res := w.apply(t, earlier) // redelivered after the later rollout wrote the release
+			if res.Outcome != bus.OutcomeOutdated {
+				t.Errorf("the first rollout's redelivered command: %s (%s); want Outdated", res.Outcome, res.Message)
+			}
+			if got := w.get(t, "gpu-operator"); got.ResourceVersion != written.ResourceVersion {
+				t.Errorf("the Application was written again: step %s, plan %s", got.Annotations[v1alpha1.AnnotationStep], got.Annotations[v1alpha1.AnnotationPlanDigest])
+			}
+			rm, err := w.w.Remove(ctx, removeCmd("gpu-operator", 2, func(c *bus.RemoveCommand) { c.Step = skewedStep(first, 2, skew) }))
+			if err != nil || rm.Outcome != bus.OutcomeOutdated {
+				t.Errorf("the first rollout's redelivered remove: %+v, %v; want Outdated", rm, err)
+			}
+		})
+	}
+}
+
+func (w *world) rollouts(t *testing.T) dynamic.ResourceInterface {
+	t.Helper()
+	return dynamic.NewForConfigOrDie(testenv.Current(t).Config).Resource(v1alpha1.RuntimeRolloutResource)
+}
+
+// createRollout creates a running RuntimeRollout of a name unique to the test.
+func (w *world) createRollout(t *testing.T, res dynamic.ResourceInterface, name string) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RuntimeRollout",
+		"metadata": map[string]any{"name": name + "-" + w.ns}, "spec": map[string]any{"runtime": testRuntime, "runtimeUID": testRuntimeUID},
+	}}
+	out, err := res.Create(context.Background(), u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create rollout %s: %v", name, err)
+	}
+	var ro v1alpha1.RuntimeRollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(out.Object, &ro); err != nil {
+		t.Fatal(err)
+	}
+	return &ro
+}
+
+// endRollout writes the rollout's status Succeeded, as the planner does before a later rollout
+// starts a step.
+func (w *world) endRollout(t *testing.T, res dynamic.ResourceInterface, ro *v1alpha1.RuntimeRollout) {
+	t.Helper()
+	u, err := res.Get(context.Background(), ro.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, string(v1alpha1.PhaseSucceeded), "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("end rollout %s: %v", ro.Name, err)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 )
 
@@ -30,6 +32,10 @@ type appliedApplication struct {
 type appliedMeta struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
+	// UID, when set, holds the write to the object read: a patch that carries it fails with a
+	// conflict when no object has the name (it never creates one) and as invalid when another
+	// object stands under it (isUIDMismatch).
+	UID types.UID `json:"uid,omitempty"`
 	// ResourceVersion, when set, makes the apply fail with a conflict if the object changed
 	// since it was read, so the ownership check and the write see the same object.
 	ResourceVersion string            `json:"resourceVersion,omitempty"`
@@ -40,11 +46,26 @@ type appliedMeta struct {
 
 var applicationType = metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"}
 
+// guard is what a write to an existing Application is held to: the UID of the object read
+// (always), and its resourceVersion where the write must see the same state as the read.
+type guard struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+// guardOf holds a write to app as read: its UID and resourceVersion.
+func guardOf(app *argoapp.Application) guard {
+	return guard{uid: app.UID, resourceVersion: app.ResourceVersion}
+}
+
+// uidOnly holds a write to app's UID alone: the write is right whatever else changed since.
+func uidOnly(app *argoapp.Application) guard { return guard{uid: app.UID} }
+
 // manifest renders the operator's apply of app, the built Application: its labels,
-// annotations (with the step-write annotation when stepWrite is set) and spec, under
-// resourceVersion when set. The resources finalizer is never part of it: the Remove's own field
-// manager owns that.
-func manifest(app *argoapp.Application, stepWrite, resourceVersion string) ([]byte, error) {
+// annotations (with the step-write annotation when stepWrite is set) and spec, held to g (the
+// zero guard for the body of a create). The resources finalizer is never part of it: the
+// Remove's own field manager owns that.
+func manifest(app *argoapp.Application, stepWrite string, g guard) ([]byte, error) {
 	annotations := maps.Clone(app.Annotations)
 	if stepWrite != "" {
 		if annotations == nil {
@@ -55,7 +76,7 @@ func manifest(app *argoapp.Application, stepWrite, resourceVersion string) ([]by
 	spec := app.Spec
 	return encode(&appliedApplication{
 		TypeMeta: applicationType,
-		Metadata: appliedMeta{Name: app.Name, Namespace: app.Namespace, ResourceVersion: resourceVersion,
+		Metadata: appliedMeta{Name: app.Name, Namespace: app.Namespace, UID: g.uid, ResourceVersion: g.resourceVersion,
 			Labels: app.Labels, Annotations: annotations},
 		Spec: &spec,
 	})
@@ -64,46 +85,59 @@ func manifest(app *argoapp.Application, stepWrite, resourceVersion string) ([]by
 // removeManifest is the Remove step's apply: the delete-rollout annotation and the resources
 // finalizer, owned by RemoveFieldManager so the operator's main apply neither drops them nor
 // carries them.
-func removeManifest(name, namespace, rollout, resourceVersion string) ([]byte, error) {
+func removeManifest(name, namespace, rollout string, g guard) ([]byte, error) {
 	return encode(&appliedApplication{TypeMeta: applicationType, Metadata: appliedMeta{
-		Name: name, Namespace: namespace, ResourceVersion: resourceVersion,
+		Name: name, Namespace: namespace, UID: g.uid, ResourceVersion: g.resourceVersion,
 		Annotations: map[string]string{v1alpha1.AnnotationDeleteRollout: rollout},
 		Finalizers:  []string{v1alpha1.ArgoResourcesFinalizer},
 	}})
 }
 
 // releaseManifest is an apply by RemoveFieldManager that owns nothing: it takes back the
-// delete-rollout annotation and the resources finalizer of an abandoned Remove.
-func releaseManifest(name, namespace string) ([]byte, error) {
-	return encode(&appliedApplication{TypeMeta: applicationType, Metadata: appliedMeta{Name: name, Namespace: namespace}})
+// delete-rollout annotation and the resources finalizer of an abandoned Remove, of the object g
+// names.
+func releaseManifest(name, namespace string, g guard) ([]byte, error) {
+	return encode(&appliedApplication{TypeMeta: applicationType, Metadata: appliedMeta{Name: name, Namespace: namespace,
+		UID: g.uid, ResourceVersion: g.resourceVersion}})
 }
 
 // unmarkPatch is the JSON merge patch that removes a delete-rollout annotation someone else set,
-// guarded by resourceVersion.
-func unmarkPatch(resourceVersion string) ([]byte, error) {
-	return json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": resourceVersion,
-		"annotations":     map[string]any{v1alpha1.AnnotationDeleteRollout: nil},
-	}})
+// held to g.
+func unmarkPatch(g guard) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": guardMeta(g, map[string]any{
+		"annotations": map[string]any{v1alpha1.AnnotationDeleteRollout: nil},
+	})})
+}
+
+// guardMeta adds g's preconditions to a merge patch's metadata.
+func guardMeta(g guard, meta map[string]any) map[string]any {
+	if g.uid != "" {
+		meta["uid"] = g.uid
+	}
+	if g.resourceVersion != "" {
+		meta["resourceVersion"] = g.resourceVersion
+	}
+	return meta
 }
 
 // refreshPatch is the JSON merge patch of the refresh handshake: Argo CD compares at once and
 // removes argocd.argoproj.io/refresh; refresh-for tells readiness which step of which rollout
-// asked (a v1alpha1.StepToken).
-func refreshPatch(token string) ([]byte, error) {
-	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+// asked (a v1alpha1.StepToken). It is held to g (the UID: the refresh is asked of the object
+// written, whatever Argo CD wrote since).
+func refreshPatch(token string, g guard) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": guardMeta(g, map[string]any{"annotations": map[string]any{
 		v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 		v1alpha1.AnnotationRefreshFor:  token,
-	}}})
+	}})})
 }
 
 // syncPatch is the JSON merge patch that starts an explicit sync: guarded by resourceVersion,
 // and clearing status.operationState in the same write so the new operation state does not mix
 // with the previous one (scenario 05b of the recorded Argo CD fixtures in
 // readiness/internal/fences/testdata).
-func syncPatch(resourceVersion string, op *argoapp.Operation) ([]byte, error) {
+func syncPatch(g guard, op *argoapp.Operation) ([]byte, error) {
 	return json.Marshal(map[string]any{
-		"metadata":  map[string]any{"resourceVersion": resourceVersion},
+		"metadata":  guardMeta(g, map[string]any{}),
 		"operation": op,
 		"status":    map[string]any{"operationState": nil},
 	})
@@ -137,4 +171,86 @@ func ownerEvidence(app *argoapp.Application, runtimeUID string) string {
 		why = append(why, fmt.Sprintf("annotation %s is %q (want %q)", v1alpha1.AnnotationRuntimeUID, got, runtimeUID))
 	}
 	return strings.Join(why, "; ")
+}
+
+// unstatedPatch is the JSON merge patch, held to g, that removes what the live Application
+// holds and the operator's apply does not state, so a repair leaves the Application exactly as
+// the plan says: every key of the spec that desired lacks, at any depth of maps (an added
+// spec.sources, source.chart, a values key someone added), and every plan-decided annotation
+// (appspec.PlanDecidedAnnotations) that desired lacks. After the forced apply every field
+// desired states has its value, so what is left is only such additions, owned by another
+// manager (an apply does not remove a field it never owned). Lists are atomic in the
+// Application's schema: the apply replaced each one it states. ok is false when there is
+// nothing to remove.
+func unstatedPatch(live, desired *argoapp.Application, stepWrite string, g guard) (patch []byte, ok bool, err error) {
+	wantSpec, err := decoded(desired.Spec)
+	if err != nil {
+		return nil, false, err
+	}
+	gotSpec, err := decoded(live.Spec)
+	if err != nil {
+		return nil, false, err
+	}
+	meta := map[string]any{}
+	spec, _ := removals(wantSpec, gotSpec).(map[string]any)
+	annotations := map[string]any{}
+	for _, k := range appspec.PlanDecidedAnnotations {
+		_, stated := desired.Annotations[k]
+		if k == v1alpha1.AnnotationStepWrite {
+			stated = stepWrite != ""
+		}
+		if _, held := live.Annotations[k]; held && !stated {
+			annotations[k] = nil
+		}
+	}
+	if len(spec) == 0 && len(annotations) == 0 {
+		return nil, false, nil
+	}
+	if len(annotations) > 0 {
+		meta["annotations"] = annotations
+	}
+	body := map[string]any{"metadata": guardMeta(g, meta)}
+	if len(spec) > 0 {
+		body["spec"] = spec
+	}
+	patch, err = json.Marshal(body)
+	return patch, err == nil, err
+}
+
+// removals is the merge patch that removes from got the keys of maps want lacks: null for each,
+// recursing into maps both hold; nil when there is nothing to remove.
+func removals(want, got any) any {
+	wm, wok := want.(map[string]any)
+	gm, gok := got.(map[string]any)
+	if !wok || !gok {
+		return nil
+	}
+	out := map[string]any{}
+	for k, gv := range gm {
+		wv, stated := wm[k]
+		if !stated {
+			out[k] = nil
+			continue
+		}
+		if r := removals(wv, gv); r != nil {
+			out[k] = r
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// decoded is v as generic JSON.
+func decoded(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode application spec: %w", err)
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decode application spec: %w", err)
+	}
+	return out, nil
 }

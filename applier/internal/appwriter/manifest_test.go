@@ -33,7 +33,7 @@ func TestManifestGolden(t *testing.T) {
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	body, err := manifest(app, v1alpha1.StepWriteChanged, "")
+	body, err := manifest(app, v1alpha1.StepWriteChanged, guard{})
 	if err != nil {
 		t.Fatalf("manifest: %v", err)
 	}
@@ -67,7 +67,7 @@ func TestManifestLeavesOutWhatArgoCDOwns(t *testing.T) {
 		t.Fatalf("build: %v", err)
 	}
 	app.Status.Health.Status = "Healthy" // must not leak into the apply
-	body, err := manifest(app, v1alpha1.StepWriteUnchanged, "42")
+	body, err := manifest(app, v1alpha1.StepWriteUnchanged, guard{uid: "uid-1", resourceVersion: "42"})
 	if err != nil {
 		t.Fatalf("manifest: %v", err)
 	}
@@ -98,6 +98,9 @@ func TestManifestLeavesOutWhatArgoCDOwns(t *testing.T) {
 	if got := obj.Metadata["resourceVersion"]; got != "42" {
 		t.Errorf("resourceVersion = %v, want 42", got)
 	}
+	if got := obj.Metadata["uid"]; got != "uid-1" {
+		t.Errorf("uid = %v, want uid-1", got)
+	}
 }
 
 // manifestCases are typical bodies of the applier's three server-side applies.
@@ -119,25 +122,25 @@ func manifestCases(t *testing.T) map[string]func() ([]byte, error) {
 	}
 	return map[string]func() ([]byte, error){
 		"apply-changed": func() ([]byte, error) {
-			return manifest(build("gpu-operator", false), v1alpha1.StepWriteChanged, "")
+			return manifest(build("gpu-operator", false), v1alpha1.StepWriteChanged, guard{})
 		},
 		"apply-unchanged-guarded": func() ([]byte, error) {
-			return manifest(build("gpu-readiness", false), v1alpha1.StepWriteUnchanged, "42")
+			return manifest(build("gpu-readiness", false), v1alpha1.StepWriteUnchanged, guard{uid: "uid-1", resourceVersion: "42"})
 		},
 		"apply-suspended": func() ([]byte, error) {
-			return manifest(build("cert-manager", true), v1alpha1.StepWriteChanged, "7")
+			return manifest(build("cert-manager", true), v1alpha1.StepWriteChanged, guard{uid: "uid-1", resourceVersion: "7"})
 		},
 		"apply-without-step-write": func() ([]byte, error) {
-			return manifest(build("nfd", false), "", "")
+			return manifest(build("nfd", false), "", guard{})
 		},
 		"remove-guarded": func() ([]byte, error) {
-			return removeManifest("gpu-operator", testEngineNS, testRollout, "9")
+			return removeManifest("gpu-operator", testEngineNS, testRollout, guard{uid: "uid-1", resourceVersion: "9"})
 		},
 		"remove": func() ([]byte, error) {
-			return removeManifest("gpu-operator", testEngineNS, testRollout, "")
+			return removeManifest("gpu-operator", testEngineNS, testRollout, guard{})
 		},
 		"release": func() ([]byte, error) {
-			return releaseManifest("gpu-operator", testEngineNS)
+			return releaseManifest("gpu-operator", testEngineNS, guard{uid: "uid-1"})
 		},
 	}
 }
@@ -209,7 +212,7 @@ func TestManifestStatesWhatBuildRenders(t *testing.T) {
 				t.Fatalf("build %s: %v", rel.Name, err)
 			}
 			built := app.DeepCopy()
-			body, err := manifest(app, v1alpha1.StepWriteChanged, "42")
+			body, err := manifest(app, v1alpha1.StepWriteChanged, guard{uid: "uid-1", resourceVersion: "42"})
 			if err != nil {
 				t.Fatalf("manifest %s: %v", rel.Name, err)
 			}
@@ -222,10 +225,30 @@ func TestManifestStatesWhatBuildRenders(t *testing.T) {
 			}
 			want := built.DeepCopy()
 			want.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
-			want.ResourceVersion = "42"
+			want.UID, want.ResourceVersion = "uid-1", "42"
 			if diff := cmp.Diff(want, &back); diff != "" {
 				t.Errorf("%s (suspend %v): applied object differs from the built one (-built +applied):\n%s", rel.Name, suspend, diff)
 			}
 		}
+	}
+}
+
+func TestRemovals(t *testing.T) {
+	tests := map[string]struct {
+		want, got any
+		patch     any
+	}{
+		"nothing added":           {want: map[string]any{"a": 1.0}, got: map[string]any{"a": 2.0}, patch: nil},
+		"an added key":            {want: map[string]any{"a": 1.0}, got: map[string]any{"a": 1.0, "b": 2.0}, patch: map[string]any{"b": nil}},
+		"an added key, deep":      {want: map[string]any{"s": map[string]any{"a": 1.0}}, got: map[string]any{"s": map[string]any{"a": 1.0, "chart": "x"}}, patch: map[string]any{"s": map[string]any{"chart": nil}}},
+		"a list is atomic":        {want: map[string]any{"l": []any{1.0}}, got: map[string]any{"l": []any{1.0, 2.0}}, patch: nil},
+		"a map where want is not": {want: map[string]any{"v": "x"}, got: map[string]any{"v": map[string]any{"k": 1.0}}, patch: nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.patch, removals(tc.want, tc.got)); diff != "" {
+				t.Errorf("removals (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package appwriter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,10 +41,11 @@ const RemoveFieldManager = v1alpha1.FieldManager + "-remove"
 
 // Applications is the Application API of the engine namespace; *argoapp.Applications satisfies
 // it. There is no Update on purpose: the Application read here lacks every field argoapp does
-// not declare, so the writer only ever server-side applies what it built and merge-patches
-// named fields (see package argoapp).
+// not declare, so the writer only ever creates and server-side applies what it built and
+// merge-patches named fields (see package argoapp).
 type Applications interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error)
+	Create(ctx context.Context, body []byte, opts metav1.CreateOptions) (*argoapp.Application, error)
 	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*argoapp.Application, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
@@ -240,7 +242,6 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			return nil, err
 		}
 	}
-	rv := ""
 	if live != nil {
 		outdated, ask := outdatedBy(live.Annotations, cmd.Step)
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
@@ -283,36 +284,44 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 					live.Namespace, name, v1alpha1.ArgoResourcesFinalizer, why, live.Namespace, name), nil), nil
 			}
 		}
-		rv = live.ResourceVersion
 	}
 	stepWrite := stepWriteFor(live, desired)
-	body, err := manifest(desired, stepWrite, rv)
-	if err != nil {
-		return nil, dispatch.Terminal(err)
-	}
-	app, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager))
-	if err != nil {
-		return w.writeFailed(cmd, "apply", name, err)
-	}
-	if live != nil && app.UID != live.UID {
-		// The Application read was deleted before the apply, which created a new one (the
-		// API server does not hold a create to the resourceVersion). A new Application is a
-		// changed one: state it, guarded by the new object's resourceVersion.
-		live = nil
-		if stepWrite != v1alpha1.StepWriteChanged {
-			stepWrite = v1alpha1.StepWriteChanged
-			if body, err = manifest(desired, stepWrite, app.ResourceVersion); err != nil {
-				return nil, dispatch.Terminal(err)
-			}
-			if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager)); err != nil {
-				return w.writeFailed(cmd, "apply", name, err)
+	var app *argoapp.Application
+	var err error
+	if live == nil {
+		// Create is create: an Application someone made under the name since the read makes
+		// this fail (AlreadyExists), and the name is read again and its ownership checked,
+		// where an apply would have taken that Application over.
+		if app, err = w.create(ctx, desired); err != nil {
+			return w.writeFailed(cmd, "create", name, err)
+		}
+	} else {
+		// Held to the UID and resourceVersion read: the ownership checked above is the
+		// object's written, and a deleted one is not created again by the apply (the read is
+		// then made again, and the name created).
+		body, merr := manifest(desired, stepWrite, guardOf(live))
+		if merr != nil {
+			return nil, dispatch.Terminal(merr)
+		}
+		if app, err = w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(v1alpha1.FieldManager)); err != nil {
+			return w.writeFailed(cmd, "apply", name, err)
+		}
+		// What another manager added and the apply does not state (an apply removes only
+		// fields its manager owned) goes too, so the Application is exactly the plan's.
+		patch, unstated, perr := unstatedPatch(app, desired, stepWrite, guardOf(app))
+		if perr != nil {
+			return nil, dispatch.Terminal(perr)
+		}
+		if unstated {
+			if app, err = w.apps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+				return w.writeFailed(cmd, "remove unstated fields of", name, err)
 			}
 		}
 	}
 	if _, marked := app.Annotations[v1alpha1.AnnotationDeleteRollout]; marked {
 		// A Remove of this release was prepared and abandoned: take back its annotation and
 		// finalizer, so deleting the Application can no longer delete the release's resources.
-		body, err := releaseManifest(name, desired.Namespace)
+		body, err := releaseManifest(name, desired.Namespace, uidOnly(app))
 		if err != nil {
 			return nil, dispatch.Terminal(err)
 		}
@@ -323,7 +332,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	if _, marked := app.Annotations[v1alpha1.AnnotationDeleteRollout]; marked {
 		// Set by someone else (a field the removal manager does not own): no Remove step backs
 		// it, so it is drift, and it goes.
-		patch, err := unmarkPatch(app.ResourceVersion)
+		patch, err := unmarkPatch(guardOf(app))
 		if err != nil {
 			return nil, dispatch.Terminal(err)
 		}
@@ -335,7 +344,7 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 	if stepWrite == v1alpha1.StepWriteUnchanged {
 		outcome = bus.OutcomeRefreshed
 		if app.Annotations[v1alpha1.AnnotationRefreshFor] != token {
-			patch, err := refreshPatch(token)
+			patch, err := refreshPatch(token, uidOnly(app))
 			if err != nil {
 				return nil, dispatch.Terminal(err)
 			}
@@ -353,6 +362,66 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 		outcome = bus.OutcomeSyncStarted
 	}
 	return applyResult(cmd, outcome, "", outcomeMessage(outcome, stepWrite), app), nil
+}
+
+// create creates the built Application (step-write changed) and hands its fields to the
+// operator's server-side apply: a create records them as the field manager's Update, and a
+// field that entry still held would stay when a later apply stops stating it. The handover
+// rewrites that one entry's operation to Apply, held to the new object's UID and
+// resourceVersion; a conflict (Argo CD wrote in between) reads it again. If the handover
+// cannot be made, the object is still the one built, and the entry co-owns fields every apply
+// states, so the error is only logged.
+func (w *Writer) create(ctx context.Context, desired *argoapp.Application) (*argoapp.Application, error) {
+	body, err := manifest(desired, v1alpha1.StepWriteChanged, guard{})
+	if err != nil {
+		return nil, dispatch.Terminal(err)
+	}
+	app, err := w.apps.Create(ctx, body, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
+	if err != nil {
+		return nil, err
+	}
+	uid := app.UID
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fields, ok := appliedOwnership(app.ManagedFields)
+		if !ok {
+			return nil
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": guardMeta(guardOf(app), map[string]any{"managedFields": fields})})
+		if err != nil {
+			return err
+		}
+		out, err := w.apps.Patch(ctx, app.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager})
+		if err == nil {
+			app = out
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		cur, gerr := w.get(ctx, app.Name)
+		if gerr != nil || cur == nil || cur.UID != uid {
+			return fmt.Errorf("re-read after conflict: %w", errors.Join(gerr, errors.New("application gone or replaced")))
+		}
+		app = cur
+		return err
+	})
+	if err != nil {
+		logging.From(ctx).Warn().Err(err).Str(logging.KeyResourceName, app.Name).Msg("created application's fields not handed to the operator's apply")
+	}
+	return app, nil
+}
+
+// appliedOwnership returns managedFields with the operator's Update entry (the one a create
+// records) turned into an Apply entry, and whether there was one to turn.
+func appliedOwnership(entries []metav1.ManagedFieldsEntry) ([]metav1.ManagedFieldsEntry, bool) {
+	out := slices.Clone(entries)
+	for i := range out {
+		if out[i].Manager == v1alpha1.FieldManager && out[i].Operation == metav1.ManagedFieldsOperationUpdate && out[i].Subresource == "" {
+			out[i].Operation = metav1.ManagedFieldsOperationApply
+			return out, true
+		}
+	}
+	return nil, false
 }
 
 // armed says why an Application carrying the resources finalizer may not be written by an
@@ -392,7 +461,7 @@ func (w *Writer) startSync(ctx context.Context, app, desired *argoapp.Applicatio
 			return nil, dispatch.NotYet(OperationBusyRetry, "Application %s/%s has an operation %s (initiated by %s)", app.Namespace, app.Name, st.Phase, st.Operation.InitiatedBy.Describe())
 		}
 	}
-	patch, err := syncPatch(app.ResourceVersion, appspec.SyncOperation(desired, token))
+	patch, err := syncPatch(guardOf(app), appspec.SyncOperation(desired, token))
 	if err != nil {
 		return nil, dispatch.Terminal(err)
 	}
@@ -451,13 +520,13 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 		return nil, dispatch.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
 	}
 	if !hasResourcesFinalizer(live) || live.Annotations[v1alpha1.AnnotationDeleteRollout] != cmd.Step.Rollout {
-		body, err := removeManifest(name, ns, cmd.Step.Rollout, live.ResourceVersion)
+		body, err := removeManifest(name, ns, cmd.Step.Rollout, guardOf(live))
 		if err != nil {
 			return nil, dispatch.Terminal(err)
 		}
 		if _, err := w.apps.Patch(ctx, name, types.ApplyPatchType, body, applyOptions(RemoveFieldManager)); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				return nil, conflictAgain(err) // changed or gone since the read: decide again
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || isUIDMismatch(err) {
+				return nil, conflictAgain(err) // changed, gone or replaced since the read: decide again
 			}
 			return nil, fmt.Errorf("mark application %s/%s for removal: %w", ns, name, err)
 		}
@@ -483,7 +552,26 @@ func (w *Writer) removeOnce(ctx context.Context, cmd *bus.RemoveCommand) (*bus.A
 	return nil, dispatch.NotYet(DeletionPollInterval, "Argo CD is deleting the resources of Application %s/%s", ns, name)
 }
 
-// conflictAgain turns a not-found into a conflict, so RetryOnConflict reads again.
+// isUIDMismatch reports whether a write held to a UID (metadata.uid in its body) met another
+// object under the name: the API server rejects the change of an immutable field.
+func isUIDMismatch(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
+}
+
+// conflictAgain turns a not-found, an AlreadyExists or a UID mismatch into a conflict, so
+// RetryOnConflict reads again.
 func conflictAgain(err error) error {
 	if apierrors.IsConflict(err) {
 		return err
@@ -503,12 +591,13 @@ func (w *Writer) get(ctx context.Context, name string) (*argoapp.Application, er
 	return app, nil
 }
 
-// writeFailed classifies a failed write: a conflict (the object changed since it was read) or
-// a not-found (it was deleted since) is decided again by the caller, an invalid object is the
+// writeFailed classifies a failed write: a conflict (the object changed since it was read), a
+// not-found or a UID precondition that failed (it was deleted, or replaced, since) or an
+// AlreadyExists (a create met an object made since the read) is decided again by the caller, an invalid object is the
 // command's final answer, anything else is retried with backoff.
 func (w *Writer) writeFailed(cmd *bus.ApplyCommand, verb, name string, err error) (*bus.ApplyResult, error) {
 	switch {
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || isUIDMismatch(err):
 		return nil, conflictAgain(err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return applyResult(cmd, bus.OutcomeFailed, bus.ResultReasonApplicationRejected,

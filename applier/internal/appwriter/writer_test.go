@@ -130,6 +130,7 @@ const (
 	applyVerb  = string(types.ApplyPatchType) + "/" + v1alpha1.FieldManager
 	removeVerb = string(types.ApplyPatchType) + "/" + RemoveFieldManager
 	mergeVerb  = string(types.MergePatchType) + "/" + v1alpha1.FieldManager
+	createVerb = "create"
 )
 
 func TestApplyWrites(t *testing.T) {
@@ -141,10 +142,10 @@ func TestApplyWrites(t *testing.T) {
 		wantWrites      []string
 		wantAnnotations map[string]string
 	}{
-		"a new Application is created by one forced server-side apply and reported Written": {
+		"a new Application is created (never applied: that would take over a namesake made meanwhile), its fields handed to the operator's apply, and reported Written": {
 			setup:       func(t *testing.T, h *harness) *bus.ApplyCommand { return applyCmd(h.plan, "gpu-operator", 1) },
 			wantOutcome: bus.OutcomeWritten,
-			wantWrites:  []string{applyVerb},
+			wantWrites:  []string{createVerb, mergeVerb},
 			wantAnnotations: map[string]string{
 				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
 			},
@@ -399,13 +400,14 @@ func TestApplyRefuses(t *testing.T) {
 
 func TestApplyTransientErrorIsRetried(t *testing.T) {
 	h := newHarness(t)
+	h.ownedApp(t, "gpu-operator", 1)
 	h.apps.fail = func(verb string, c call) error {
 		if verb == "patch" {
 			return apierrors.NewTooManyRequests("slow down", 1)
 		}
 		return nil
 	}
-	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, "gpu-operator", 1))
+	_, err := h.w.Apply(context.Background(), applyCmd(h.plan, "gpu-operator", 2))
 	if err == nil {
 		t.Fatal("Apply succeeded; want the API error back")
 	}
@@ -421,7 +423,7 @@ func TestApplyTransientErrorIsRetried(t *testing.T) {
 func TestApplyRejectedObjectFails(t *testing.T) {
 	h := newHarness(t)
 	h.apps.fail = func(verb string, c call) error {
-		if verb == "patch" {
+		if verb == "create" {
 			return apierrors.NewInvalid(schema.GroupKind{Group: "argoproj.io", Kind: "Application"}, "gpu-operator",
 				field.ErrorList{field.Invalid(field.NewPath("spec", "project"), "aicr", "project does not exist")})
 		}
@@ -509,13 +511,56 @@ func TestApplyForcesHandEditBack(t *testing.T) {
 	}
 }
 
+// TestApplyRemovesWhatNobodyStates: a repair makes the Application exactly what the plan says.
+// Fields another manager added, which the operator's apply never owned (an apply removes only
+// fields its manager owned), go too: an added spec.sources, source.chart, a values key, a
+// revisionHistoryLimit, and a plan-decided annotation the plan does not state.
+func TestApplyRemovesWhatNobodyStates(t *testing.T) {
+	h := newHarness(t)
+	h.ownedApp(t, "gpu-operator", 1)
+	want := h.apps.live("gpu-operator").Spec
+	edit := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"gpu-operator","namespace":"argocd",` +
+		`"annotations":{"` + v1alpha1.AnnotationReadinessGate + `":"true","someone.example/note":"kept"}},` +
+		`"spec":{"sources":[{"repoURL":"https://example.com/extra","path":"x"}],"revisionHistoryLimit":3,` +
+		`"source":{"chart":"other","helm":{"valuesObject":{"added":{"by":"hand"}}}}}}`
+	if _, err := h.apps.Patch(context.Background(), "gpu-operator", types.MergePatchType, []byte(edit), metav1.PatchOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatalf("hand edit: %v", err)
+	}
+	if live := h.apps.live("gpu-operator"); len(live.Spec.Sources) == 0 || live.Spec.Source.Chart != "other" {
+		t.Fatalf("hand edit did not land: %+v", live.Spec)
+	}
+	h.apps.writes()
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
+	if res.Outcome != bus.OutcomeWritten {
+		t.Errorf("outcome = %s (%s); want Written (the source differed)", res.Outcome, res.Message)
+	}
+	if diff := cmp.Diff([]string{applyVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
+		t.Errorf("writes (the apply, the removal) (-want +got):\n%s", diff)
+	}
+	live := h.apps.live("gpu-operator")
+	if diff := cmp.Diff(want, live.Spec); diff != "" {
+		t.Errorf("spec after the repair differs from the plan's (-plan +live):\n%s", diff)
+	}
+	if _, ok := live.Annotations[v1alpha1.AnnotationReadinessGate]; ok {
+		t.Errorf("the hand-set %s annotation is still there", v1alpha1.AnnotationReadinessGate)
+	}
+	if live.Annotations["someone.example/note"] != "kept" {
+		t.Errorf("an annotation no plan decides was removed: %v", live.Annotations)
+	}
+	// Nothing left to remove: the next write is the apply alone (and a refresh for its step).
+	h.apply(t, applyCmd(h.plan, "gpu-operator", 3, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply }))
+	if diff := cmp.Diff([]string{applyVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
+		t.Errorf("writes of the next step (-want +got):\n%s", diff)
+	}
+}
+
 // The delete-rollout marker is taken back by an Apply, never trusted: with the resources
 // finalizer the Apply writes only while the marker's rollout removes the release (and takes
 // both back); otherwise it is Blocked. Without the finalizer the marker goes, whoever set it.
 func TestApplyTakesTheDeleteRolloutMarkerBack(t *testing.T) {
 	const marked = "gpu-operator"
 	byRemove := func(t *testing.T, h *harness) {
-		body, err := removeManifest(marked, testEngineNS, testRollout, "")
+		body, err := removeManifest(marked, testEngineNS, testRollout, guard{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1066,6 +1111,84 @@ func TestUnorderedCommandsAskWhetherTheirRolloutEnded(t *testing.T) {
 			}
 			if rm.Outcome != bus.OutcomeOutdated || len(h.apps.writes()) != 0 {
 				t.Errorf("remove: %s (%s), want Outdated and no write", rm.Outcome, rm.Message)
+			}
+		})
+	}
+}
+
+// Create is create: an Application someone makes under the name between the writer's read
+// (nothing there) and its write is never taken over. The create fails, the name is read again,
+// and the namesake is Foreign, untouched.
+func TestApplyNeverAdoptsANamesakeMadeAfterTheRead(t *testing.T) {
+	h := newHarness(t)
+	var theirs *argoapp.Application
+	h.apps.before = func(verb string, c call) {
+		h.apps.before = nil
+		theirs = h.apps.create(&argoapp.Application{ObjectMeta: foreignMeta("gpu-operator")})
+	}
+	res := h.apply(t, applyCmd(h.plan, "gpu-operator", 1))
+	if res.Outcome != bus.OutcomeForeign || res.Reason != v1alpha1.ReasonForeignObject || !strings.Contains(res.Message, "someone-else") {
+		t.Errorf("result %s/%s %q; want Foreign/ForeignObject naming the label", res.Outcome, res.Reason, res.Message)
+	}
+	if diff := cmp.Diff([]string{createVerb}, verbs(h.apps.writes())); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if live := h.apps.live("gpu-operator"); live.ResourceVersion != theirs.ResourceVersion || ownerEvidence(live, testRuntimeUID) == "" {
+		t.Errorf("the namesake was written: %+v", live.ObjectMeta)
+	}
+}
+
+// A created Application's fields belong to the operator's apply, not to the create's Update
+// entry: a field only an Update entry held would stay when a later apply stops stating it.
+func TestApplyCreateHandsTheFieldsToTheApply(t *testing.T) {
+	h := newHarness(t)
+	h.apply(t, applyCmd(h.plan, "gpu-operator", 1))
+	var ours []string
+	for _, e := range h.apps.live("gpu-operator").ManagedFields {
+		if e.Manager == v1alpha1.FieldManager {
+			ours = append(ours, string(e.Operation))
+		}
+	}
+	if diff := cmp.Diff([]string{string(metav1.ManagedFieldsOperationApply)}, ours); diff != "" {
+		t.Errorf("the operator's managedFields entries (-want +got):\n%s", diff)
+	}
+}
+
+// Every write after the apply is held to the UID of the Application written: one replaced by a
+// namesake in between (deleted, and created by someone else) is read again and found Foreign,
+// and the namesake gets neither the refresh nor the removal of a delete-rollout marker.
+func TestApplyFollowUpWritesAreHeldToTheUID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// marked puts a delete-rollout marker set by hand on the Application first, so the
+		// write after the apply is the marker's removal; else it is the refresh patch.
+		marked bool
+	}{{"refresh", false}, {"marker removal", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.ownedApp(t, "gpu-operator", 1)
+			if tc.marked {
+				h.apps.update("gpu-operator", func(a *argoapp.Application) {
+					a.Annotations[v1alpha1.AnnotationDeleteRollout] = "by-hand"
+				})
+			}
+			var theirs *argoapp.Application
+			applies := 0
+			h.apps.before = func(verb string, c call) {
+				if verb != "patch" || c.PatchType != types.MergePatchType || applies > 0 {
+					return
+				}
+				applies++
+				h.apps.remove("gpu-operator")
+				theirs = h.apps.create(&argoapp.Application{ObjectMeta: foreignMeta("gpu-operator")})
+			}
+			res := h.apply(t, applyCmd(h.plan, "gpu-operator", 2))
+			if res.Outcome != bus.OutcomeForeign {
+				t.Errorf("result %s (%s); want Foreign", res.Outcome, res.Message)
+			}
+			live := h.apps.live("gpu-operator")
+			if theirs == nil || live.ResourceVersion != theirs.ResourceVersion || len(live.Annotations) != 0 {
+				t.Errorf("the namesake was written: %+v", live.ObjectMeta)
 			}
 		})
 	}

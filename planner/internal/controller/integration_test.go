@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
@@ -59,10 +60,15 @@ type harness struct {
 	js    jetstream.JetStream
 	cmds  jetstream.Consumer
 	pub   *bus.Publisher
-	seen  map[string]int // command message IDs received
-	order []string       // "release(Action)" in order
-	name  string         // the runtime's name
+	seen  map[string]int   // command message IDs received
+	order []string         // "release(Action)" in order
+	name  string           // the runtime's name
+	seqs  []rolloutSeq     // the largest ordering token of each rollout's commands, in order of the rollouts' first commands
+	clock clock.WithTicker // the next planner's clock (nil: the real one)
 }
+
+// rolloutSeq is the largest ordering token (bus.StepRef.Seq) of one rollout's commands.
+type rolloutSeq struct{ uid, max string }
 
 // newHarness is newBareHarness with readiness's report that Argo CD is available already on
 // the bus, as it is once readiness runs: without one no step starts.
@@ -122,7 +128,7 @@ func (h *harness) startPlannerOn(bundles BundlePuller, store Store, pub Publishe
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	ctx = logging.Into(ctx, log)
 	rec, stopEvents := NewRecorder(h.core, "planner-test")
-	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec, Bundles: bundles},
+	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec, Bundles: bundles, Clock: h.clock},
 		store, pub)
 	cons, err := dispatch.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
 	if err != nil {
@@ -182,12 +188,41 @@ func (h *harness) next(wait time.Duration) *command {
 				// rollout object is ignored: without it a namesake rollout's verdict counts.
 				h.t.Errorf("command %s of rollout %s names no rollout UID", c.msgID, c.step.Rollout)
 			}
+			h.checkSeq(c)
 			h.seen[c.msgID]++
 			h.order = append(h.order, fmt.Sprintf("%s(%s)", c.release, c.action))
 			return c
 		}
 	}
 	return nil
+}
+
+// checkSeq holds the planner to the ordering token's promise: every rollout step's command
+// carries one, and the first command of a rollout carries a larger one than every command of
+// the rollouts before it, whatever the planner's clock says.
+func (h *harness) checkSeq(c *command) {
+	h.t.Helper()
+	if c.step.Rollout == "" {
+		return
+	}
+	if _, ok := v1alpha1.CompareSeq(c.step.Seq, c.step.Seq); !ok {
+		h.t.Errorf("command %s of rollout %s carries no ordering token (seq %q)", c.msgID, c.step.Rollout, c.step.Seq)
+		return
+	}
+	for i := range h.seqs {
+		if h.seqs[i].uid == c.step.RolloutUID {
+			if cmp, _ := v1alpha1.CompareSeq(c.step.Seq, h.seqs[i].max); cmp > 0 {
+				h.seqs[i].max = c.step.Seq
+			}
+			return
+		}
+	}
+	for _, earlier := range h.seqs {
+		if cmp, _ := v1alpha1.CompareSeq(c.step.Seq, earlier.max); cmp <= 0 {
+			h.t.Errorf("command %s of rollout %s carries seq %s, not after %s of an earlier rollout's command", c.msgID, c.step.Rollout, c.step.Seq, earlier.max)
+		}
+	}
+	h.seqs = append(h.seqs, rolloutSeq{uid: c.step.RolloutUID, max: c.step.Seq})
 }
 
 func (h *harness) mustNext() *command {
