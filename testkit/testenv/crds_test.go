@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,12 +43,65 @@ func TestOperatorCRDsAreEmbedded(t *testing.T) {
 	}
 }
 
+// Without the argocd tool's copy, Argo CD's CRDs come from the argo-cd module (every module of
+// this repository requires it, so it is in the module cache or served by the Go module proxy): the
+// folder found holds each of them, and each is the CRD of its kind in argoproj.io.
 func TestArgoCRDsAreFoundWithoutTheArgoCDBinary(t *testing.T) {
 	dir, err := argoCRDDir(t.TempDir()) // an empty tools folder: falls back to the module cache
 	if err != nil {
-		t.Skipf("argo-cd module not in the module cache and not downloadable: %v", err)
+		t.Fatalf("argo cd crds without the argocd tool: %v", err)
 	}
-	t.Logf("argo cd crds from %s", dir)
+	wantNames := map[string]string{
+		"application-crd.yaml": "applications.argoproj.io",
+		"appproject-crd.yaml":  "appprojects.argoproj.io",
+		applicationSetCRDFile:  "applicationsets.argoproj.io",
+	}
+	if len(argoCRDFiles) != len(wantNames) {
+		t.Fatalf("argoCRDFiles = %v, want the files of %v", argoCRDFiles, wantNames)
+	}
+	for _, f := range argoCRDFiles {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatalf("%s in %s: %v", f, dir, err)
+		}
+		objs, err := decodeYAML(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(objs) != 1 || objs[0].GetKind() != "CustomResourceDefinition" || objs[0].GetName() != wantNames[f] {
+			t.Errorf("%s holds %d objects (first: %s), want the CustomResourceDefinition %s", f, len(objs), kindName(objs), wantNames[f])
+		}
+	}
+}
+
+func kindName(objs []*unstructured.Unstructured) string {
+	if len(objs) == 0 {
+		return "none"
+	}
+	return objs[0].GetKind() + " " + objs[0].GetName()
+}
+
+// The argocd tool's copy of the CRDs (its bin folder's crds/), when whole, is the one used.
+func TestArgoCRDsOfTheArgoCDToolComeFirst(t *testing.T) {
+	tools := t.TempDir()
+	crds := filepath.Join(tools, "crds")
+	if err := os.MkdirAll(crds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range argoCRDFiles {
+		if i == len(argoCRDFiles)-1 {
+			// one file missing: not the tool's copy
+			if dir, err := argoCRDDir(tools); err != nil || dir == crds {
+				t.Fatalf("argoCRDDir with %s missing = %q, %v; want the module's copy", f, dir, err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(crds, f), []byte("kind: CustomResourceDefinition\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dir, err := argoCRDDir(tools); err != nil || dir != crds {
+		t.Errorf("argoCRDDir = %q, %v; want the tool's %s", dir, err, crds)
+	}
 }
 
 func TestHasCondition(t *testing.T) {
