@@ -120,7 +120,7 @@ func ParseStepID(id string) (rollout string, index int32, ok bool) {
 	if i <= 0 || strings.HasPrefix(id, "repair/") {
 		return "", 0, false
 	}
-	n, err := strconv.Atoi(id[i+1:])
+	n, err := strconv.ParseInt(id[i+1:], 10, 32) // an index past int32 is no step's
 	if err != nil || n < 1 || strings.Contains(id[:i], "/") {
 		return "", 0, false
 	}

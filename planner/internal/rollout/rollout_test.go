@@ -25,7 +25,6 @@ func drive(t *testing.T, r *v1alpha1.RuntimeRollout, e Env) [][]string {
 	for len(queue) > 0 {
 		// finish everything in flight in this wave, then advance once: a DAG level.
 		wave := queue
-		queue = nil
 		var next []Start
 		for _, s := range wave {
 			if !ObserveVerdict(r, ready(r, s.Index), e.Now) {
@@ -493,11 +492,14 @@ func TestStepIDs(t *testing.T) {
 		index   int32
 		ok      bool
 	}{
-		"a step":        {id: "r-abc-none/7", rollout: "r-abc-none", index: 7, ok: true},
-		"a repair":      {id: "repair/0123456789ab/42"},
-		"no index":      {id: "r-abc-none/"},
-		"index zero":    {id: "r-abc-none/0"},
-		"not a step ID": {id: "plain"},
+		"a step":         {id: "r-abc-none/7", rollout: "r-abc-none", index: 7, ok: true},
+		"a repair":       {id: "repair/0123456789ab/42"},
+		"no index":       {id: "r-abc-none/"},
+		"index zero":     {id: "r-abc-none/0"},
+		"not a step ID":  {id: "plain"},
+		"the last index": {id: "r-abc-none/2147483647", rollout: "r-abc-none", index: 2147483647, ok: true},
+		// 2^32+1 is no step's index, not step 1's
+		"an index past int32": {id: "r-abc-none/4294967297"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
