@@ -79,7 +79,9 @@ func memTotal() string {
 	for _, l := range strings.Split(string(data), "\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && k == "MemTotal" {
 			var kib int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d", &kib)
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d", &kib); err != nil {
+				return "memory unknown"
+			}
 			return fmt.Sprintf("%.0f GiB", float64(kib)/(1<<20))
 		}
 	}

@@ -523,11 +523,11 @@ func (m *monkey) short() string {
 	return fmt.Sprintf("%d faults", total)
 }
 
-// below returns the kinds injected fewer than min times.
-func (m *monkey) below(min int) []string {
+// below returns the kinds injected fewer than atLeast times.
+func (m *monkey) below(atLeast int) []string {
 	var out []string
 	for k, n := range m.counts() {
-		if n < min {
+		if n < atLeast {
 			out = append(out, k)
 		}
 	}
@@ -564,9 +564,9 @@ func stalls(faults []*fault, progress []progressEvent, windows [][2]time.Time) [
 	return out
 }
 
-// measuredBelow returns the kinds with fewer than min measured stalls so far.
-func (m *monkey) measuredBelow(min int, progress []progressEvent, windows [][2]time.Time) []string {
-	if min <= 0 {
+// measuredBelow returns the kinds with fewer than atLeast measured stalls so far.
+func (m *monkey) measuredBelow(atLeast int, progress []progressEvent, windows [][2]time.Time) []string {
+	if atLeast <= 0 {
 		return nil
 	}
 	m.mu.Lock()
@@ -581,7 +581,7 @@ func (m *monkey) measuredBelow(min int, progress []progressEvent, windows [][2]t
 	}
 	var out []string
 	for _, k := range kinds {
-		if n[k.name] < min {
+		if n[k.name] < atLeast {
 			out = append(out, k.name)
 		}
 	}

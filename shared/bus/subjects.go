@@ -68,7 +68,7 @@ func token(s string) string {
 	if s == "" {
 		return "_"
 	}
-	if !strings.ContainsFunc(s, func(r rune) bool { return r > 0x7e || escaped(byte(r)) }) {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r > 0x7e || escaped(byte(r)) }) { //nolint:gosec // G115: byte(r) is read only when r <= 0x7e
 		return s
 	}
 	var b strings.Builder

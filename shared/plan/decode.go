@@ -301,7 +301,7 @@ func (d *fastDecoder) string() (string, bool) {
 					return "", false
 				}
 				if utf16.IsSurrogate(r) {
-					r2 := rune(-1)
+					var r2 rune
 					if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
 						save := d.pos
 						d.pos += 2

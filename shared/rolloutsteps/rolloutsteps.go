@@ -233,7 +233,7 @@ func timeEqual(a, b *metav1.Time) bool {
 
 // Count counts steps by state.
 func Count(steps []v1alpha1.Step) *v1alpha1.StepCounts {
-	c := &v1alpha1.StepCounts{Total: int32(len(steps))}
+	c := &v1alpha1.StepCounts{Total: int32(len(steps))} //nolint:gosec // G115: a rollout has one step per release of its plans, far below 2^31
 	for i := range steps {
 		switch steps[i].State {
 		case v1alpha1.StepPending:

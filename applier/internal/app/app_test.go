@@ -58,7 +58,7 @@ func readyz(addr string) (int, string, error) {
 }
 
 // start runs Main in the background and returns its exit channel.
-func start(t *testing.T, ctx context.Context, args []string) (<-chan int, *bytes.Buffer) {
+func start(ctx context.Context, t *testing.T, args []string) (<-chan int, *bytes.Buffer) {
 	t.Helper()
 	var stderr bytes.Buffer
 	exit := make(chan int, 1)
@@ -91,7 +91,7 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--workers=2", "--log-level=warn"}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	exit, stderr := start(t, ctx, args)
+	exit, stderr := start(ctx, t, args)
 
 	servicetest.Poll(t, startTimeout, "/readyz", func() error {
 		code, body, err := readyz(health)
@@ -151,7 +151,7 @@ func TestBinaryWithoutNATSStaysNotReady(t *testing.T) {
 		"--metrics-addr=", "--registry-repository=registry.example.com/aicr", "--log-level=error"}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	exit, stderr := start(t, ctx, args)
+	exit, stderr := start(ctx, t, args)
 
 	var body string
 	servicetest.Poll(t, startTimeout, "/readyz answering", func() error {

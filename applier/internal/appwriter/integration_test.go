@@ -453,7 +453,7 @@ func TestIntegrationCachedReads(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- inf.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); <-done }() //nolint:errcheck // Run ends with the cancellation this causes
 	w.w.cache = inf
 	p := w.plans["hello"]
 
@@ -607,7 +607,7 @@ func benchmarkApplyWrites(b *testing.B, workers int, cached bool) {
 		ictx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- inf.Run(ictx) }()
-		defer func() { stop(); <-done }()
+		defer func() { stop(); <-done }() //nolint:errcheck // Run ends with the cancellation this causes
 		w.w.cache = inf
 	}
 	_, js := w.js.Connect(b)

@@ -278,17 +278,17 @@ func rename(t *testing.T, dir, from, to string) {
 	}
 }
 
-func replace(t *testing.T, dir, rel, old, new string) {
+func replace(t *testing.T, dir, rel, from, to string) {
 	t.Helper()
 	p := filepath.Join(dir, rel)
 	raw, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(raw), old) {
-		t.Fatalf("%s does not hold %q", rel, old)
+	if !strings.Contains(string(raw), from) {
+		t.Fatalf("%s does not hold %q", rel, from)
 	}
-	if err := os.WriteFile(p, []byte(strings.Replace(string(raw), old, new, 1)), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(strings.Replace(string(raw), from, to, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,7 +9,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -468,5 +467,3 @@ func retryConflict(fn func() error) error {
 	}
 	return err
 }
-
-var errNotFound = errors.New("not found")

@@ -31,66 +31,66 @@ func TestConditions(t *testing.T) {
 			Engine: &bus.EngineStatus{Available: true, Reason: v1alpha1.ReasonEngineAvailable}}
 	}
 	tests := map[string]struct {
-		mod               func(in *Inputs)
-		ready, stalled    string
-		resolved, engine_ string
+		mod                  func(in *Inputs)
+		ready, stalled       string
+		resolved, engineCond string
 	}{
-		"rolled out": {mod: func(*Inputs) {}, ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+		"rolled out": {mod: func(*Inputs) {}, ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"validation disabled": {mod: func(in *Inputs) { in.Runtime.Spec.Validation.Deployment = v1alpha1.ValidationDisabled },
-			ready: v1alpha1.ReasonValidationDisabled, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonValidationDisabled, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"rolling out": {mod: func(in *Inputs) { in.InFlight = inflight("") },
-			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"awaiting approval": {mod: func(in *Inputs) { in.InFlight = inflight(v1alpha1.ReasonAwaitingApproval) },
-			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonAwaitingApproval, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonAwaitingApproval, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"transition blocked": {mod: func(in *Inputs) { in.InFlight = inflight(v1alpha1.ReasonTransitionBlocked) },
-			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonTransitionBlocked, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonTransitionBlocked, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"inventory drift": {mod: func(in *Inputs) { in.InFlight = inflight(v1alpha1.ReasonInventoryDrift) },
-			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonInventoryDrift, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonInventoryDrift, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"spec drifted": {mod: func(in *Inputs) { in.InFlight = inflight(v1alpha1.ReasonSpecDrifted) },
-			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonSpecDrifted, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonRollingOut, stalled: v1alpha1.ReasonSpecDrifted, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"rollout failed": {mod: func(in *Inputs) {
 			in.DesiredDigest = "sha256:c"
 			in.Last = &v1alpha1.RuntimeRollout{Status: v1alpha1.RuntimeRolloutStatus{Phase: v1alpha1.PhaseFailed, Outcome: v1alpha1.OutcomeFailed}}
-		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonRolloutFailed, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonRolloutFailed, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"rollout expired with nothing active": {mod: func(in *Inputs) {
 			in.ActiveDigest = ""
 			in.Last = &v1alpha1.RuntimeRollout{Status: v1alpha1.RuntimeRolloutStatus{Phase: v1alpha1.PhaseExpired, Outcome: v1alpha1.OutcomeExpired}}
-		}, ready: v1alpha1.ReasonNoActivePlan, stalled: v1alpha1.ReasonRolloutExpired, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+		}, ready: v1alpha1.ReasonNoActivePlan, stalled: v1alpha1.ReasonRolloutExpired, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"rollout revoked": {mod: func(in *Inputs) {
 			in.DesiredDigest = "sha256:c"
 			in.Last = &v1alpha1.RuntimeRollout{Status: v1alpha1.RuntimeRolloutStatus{Phase: v1alpha1.PhaseRevoked, Outcome: v1alpha1.OutcomeRevoked}}
-		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonRolloutRevoked, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonRolloutRevoked, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"resolving": {mod: func(in *Inputs) { in.ResolveReason = v1alpha1.ReasonResolving },
-			ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolving, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolving, engineCond: v1alpha1.ReasonEngineAvailable},
 		"invalid override stalls": {mod: func(in *Inputs) {
 			in.ResolveReason, in.ResolveMessage, in.DesiredDigest = v1alpha1.ReasonInvalidOverride, "spec.overrides[0].component: no component", ""
-		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonInvalidOverride, resolved: v1alpha1.ReasonInvalidOverride, engine_: v1alpha1.ReasonEngineAvailable},
+		}, ready: v1alpha1.ReasonNotReady, stalled: v1alpha1.ReasonInvalidOverride, resolved: v1alpha1.ReasonInvalidOverride, engineCond: v1alpha1.ReasonEngineAvailable},
 		"no active plan": {mod: func(in *Inputs) {
 			in.ActiveDigest, in.DesiredDigest, in.ResolveReason = "", "", v1alpha1.ReasonBundleUnavailable
 		},
-			ready: v1alpha1.ReasonNoActivePlan, stalled: v1alpha1.ReasonBundleUnavailable, resolved: v1alpha1.ReasonBundleUnavailable, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonNoActivePlan, stalled: v1alpha1.ReasonBundleUnavailable, resolved: v1alpha1.ReasonBundleUnavailable, engineCond: v1alpha1.ReasonEngineAvailable},
 		"credentials unavailable": {mod: func(in *Inputs) {
 			in.Credentials = &bus.CredentialsStatus{Reason: v1alpha1.ReasonRegistryCredentialsUnavailable, Message: "secret missing"}
-		}, ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonRegistryCredentialsUnavailable, resolved: v1alpha1.ReasonRegistryCredentialsUnavailable, engine_: v1alpha1.ReasonEngineAvailable},
+		}, ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonRegistryCredentialsUnavailable, resolved: v1alpha1.ReasonRegistryCredentialsUnavailable, engineCond: v1alpha1.ReasonEngineAvailable},
 		"credentials stale": {mod: func(in *Inputs) {
 			in.Credentials = &bus.CredentialsStatus{Reason: v1alpha1.ReasonRegistryCredentialsStale}
-		}, ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonRegistryCredentialsStale, resolved: v1alpha1.ReasonRegistryCredentialsStale, engine_: v1alpha1.ReasonEngineAvailable},
+		}, ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonRegistryCredentialsStale, resolved: v1alpha1.ReasonRegistryCredentialsStale, engineCond: v1alpha1.ReasonEngineAvailable},
 		"paused": {mod: func(in *Inputs) { in.Runtime.Spec.Paused = true; in.InFlight = inflight("") },
-			ready: v1alpha1.ReasonPaused, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonPaused, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"engine suspended": {mod: func(in *Inputs) { in.Runtime.Spec.SuspendEngine = true },
-			ready: v1alpha1.ReasonEngineSuspended, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonEngineSuspended, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"engine suspension refused mid-step": {mod: func(in *Inputs) { in.Runtime.Spec.SuspendEngine = true; in.SuspensionRefused = "step 1 in flight" },
-			ready: v1alpha1.ReasonEngineSuspensionRefused, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonEngineSuspensionRefused, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"engine missing": {mod: func(in *Inputs) { in.Engine = &bus.EngineStatus{Reason: v1alpha1.ReasonEngineMissing} },
-			ready: v1alpha1.ReasonEngineMissing, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineMissing},
+			ready: v1alpha1.ReasonEngineMissing, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineMissing},
 		"project missing": {mod: func(in *Inputs) { in.Engine = &bus.EngineStatus{Reason: v1alpha1.ReasonProjectMissing} },
-			ready: v1alpha1.ReasonProjectMissing, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonProjectMissing},
+			ready: v1alpha1.ReasonProjectMissing, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonProjectMissing},
 		"engine not reported": {mod: func(in *Inputs) { in.Engine = nil },
-			ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineNotReported},
+			ready: v1alpha1.ReasonRolledOut, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineNotReported},
 		"plan unreadable": {mod: func(in *Inputs) { in.PlanUnreadable = "gone" },
-			ready: v1alpha1.ReasonPlanUnreadable, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonPlanUnreadable, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 		"deleting": {mod: func(in *Inputs) { in.Runtime.DeletionTimestamp = &now },
-			ready: v1alpha1.ReasonDeleting, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engine_: v1alpha1.ReasonEngineAvailable},
+			ready: v1alpha1.ReasonDeleting, stalled: v1alpha1.ReasonNotStalled, resolved: v1alpha1.ReasonResolved, engineCond: v1alpha1.ReasonEngineAvailable},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -102,7 +102,7 @@ func TestConditions(t *testing.T) {
 			}
 			want := map[string]string{
 				v1alpha1.ConditionReady: tc.ready, v1alpha1.ConditionStalled: tc.stalled,
-				v1alpha1.ConditionResolved: tc.resolved, v1alpha1.ConditionEngineAvailable: tc.engine_,
+				v1alpha1.ConditionResolved: tc.resolved, v1alpha1.ConditionEngineAvailable: tc.engineCond,
 			}
 			for typ, w := range want {
 				if got[typ] != w {

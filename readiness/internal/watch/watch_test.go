@@ -668,7 +668,7 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 			if !slices.Equal(d.Kinds, []string{bus.DriftOther}) || !slices.Equal(d.Fields, []string{markerField}) {
 				t.Errorf("drift report %+v, want Other on %s", d, markerField)
 			}
-			s = rec.waitFor(t, "the not-ready verdict", func(s []sent) bool {
+			rec.waitFor(t, "the not-ready verdict", func(s []sent) bool {
 				vs := verdicts(s)
 				return !vs[len(vs)-1].Ready
 			})
