@@ -1,3 +1,5 @@
+// Package benchstat holds the figures of make bench: medians over repetitions, and what the API
+// server's metrics and audit log say about a run.
 package benchstat
 
 import (

@@ -1,3 +1,5 @@
+// Package dispatch consumes the JetStream streams a binary reads and hands each message to the
+// handler of its type, acknowledging, redelivering or dropping it by what the handler returns.
 package dispatch
 
 import (

@@ -34,7 +34,7 @@ const (
 // emptyJSON is the empty descriptor's content.
 var emptyJSON = []byte("{}")
 
-// ErrWrongArtifact: a manifest is not the kind of artifact asked for (another artifactType, no
+// ErrWrongArtifact means a manifest is not the kind of artifact asked for (another artifactType, no
 // or several layers, another layer type).
 var ErrWrongArtifact = errors.New("not the expected artifact")
 

@@ -32,7 +32,7 @@ const (
 	AckWait = 3 * time.Second
 )
 
-// StreamConfig returns the configuration of the commands and events streams. replicas is the
+// StreamConfigs returns the configuration of the commands and events streams. replicas is the
 // JetStream replication factor (1 for a single server).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	if replicas < 1 {

@@ -56,4 +56,5 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
+// Permanent wraps err so that WaitFor stops at once and returns it instead of retrying.
 func Permanent(err error) error { return &permanentError{err: err} }

@@ -187,7 +187,7 @@ func (s *Store) LastExpiry(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-// ErrNotFound: the Secret does not exist.
+// ErrNotFound means the Secret does not exist.
 var ErrNotFound = errors.New("not found")
 
 // Report is what Check found. Problems name fields, never their values.

@@ -43,6 +43,7 @@ const (
 // +kubebuilder:validation:Enum=Pending;Progressing;AwaitingApproval;Stalled;Succeeded;Failed;Expired;Revoked;Superseded
 type RolloutPhase string
 
+// The phases of a rollout, in status.phase.
 const (
 	PhasePending          RolloutPhase = "Pending"
 	PhaseProgressing      RolloutPhase = "Progressing"
@@ -179,11 +180,11 @@ type Step struct {
 type FenceState string
 
 const (
-	// FencePassed: the fence holds for this observation.
+	// FencePassed means the fence holds for this observation.
 	FencePassed FenceState = "Passed"
-	// FenceOpen: not yet; it may still pass.
+	// FenceOpen means not yet; it may still pass.
 	FenceOpen FenceState = "Open"
-	// FenceFailed: it will not pass without a change (an error condition, a failed sync).
+	// FenceFailed means it will not pass without a change (an error condition, a failed sync).
 	FenceFailed FenceState = "Failed"
 )
 
