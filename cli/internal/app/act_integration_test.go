@@ -418,6 +418,16 @@ func TestVersion(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "Operator:   unknown (list deployments labelled app.kubernetes.io/part-of=aicr-operator in aicr-system: deployments.apps is forbidden") {
 		t.Errorf("version without access: exit %d\n%s\n%s", code, stdout, stderr)
 	}
+
+	// Once the planner has written its build into the runtime's status, that is the version,
+	// whatever the Deployments were labelled with.
+	ensureRuntime(t, env, "aicr-bundle")
+	setRuntimeStatus(t, env, v1alpha1.ClusterRuntimeStatus{Operator: &v1alpha1.OperatorBuild{Version: "v0.4.0", Revision: "0123456789abcdef"}})
+	checkFormats(t, env, []string{"version"}, map[string]formatCase{
+		"text": {nil, []string{"Operator:   v0.4.0 (commit 0123456789abcdef, the running planner's; namespace aicr-system)",
+			"planner        0.3.1      0/1 ready"}},
+		"jsonpath": {[]string{"-o", "jsonpath={.operator.version} {.operator.running.revision}"}, []string{"v0.4.0 0123456789abcdef"}},
+	})
 }
 
 // completion prints a script per shell, and completes rollout names and plan digests from the

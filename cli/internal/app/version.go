@@ -11,6 +11,7 @@ import (
 	"github.com/aicr-run/aicr-operator/cli/internal/kube"
 	"github.com/aicr-run/aicr-operator/cli/internal/output"
 	"github.com/aicr-run/aicr-operator/cli/internal/version"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // versionInfo is what version prints.
@@ -23,10 +24,14 @@ type versionInfo struct {
 }
 
 type operatorVersion struct {
-	// Version is the operator's version: the app.kubernetes.io/version label its Helm chart
-	// puts on each Deployment (else the image tag); "mixed" when the Deployments disagree,
-	// "unknown" when none is found or they cannot be read.
+	// Version is the operator's version: the running planner's (Running), else the
+	// app.kubernetes.io/version label its Helm chart puts on each Deployment (else the image
+	// tag); "mixed" when the Deployments disagree, "unknown" when none is found or they cannot
+	// be read.
 	Version string `json:"version"`
+	// Running is the build of the planner that last wrote the ClusterRuntime's status
+	// (status.operator), as the binary itself reports it.
+	Running *v1alpha1.OperatorBuild `json:"running,omitempty"`
 	// Namespace is where the Deployments were looked for.
 	Namespace string `json:"namespace"`
 	// Components are the Deployments found.
@@ -44,11 +49,13 @@ func newVersionCmd(o *options) *cobra.Command {
 		Long: `Print the plugin's version (stamped by make build, make plugin and make release; "dev" for other builds) and, unless
 --client, the operator's and the Kubernetes API server's.
 
-The operator's version is read from its Deployments in the operator namespace (-n, default
-aicr-system): those labelled app.kubernetes.io/part-of=aicr-operator, as the Helm chart labels
-them. Each gives its app.kubernetes.io/version label (the chart's appVersion, which the images are
-tagged with by default), else its image's tag. When the cluster or the Deployments cannot be read,
-the version is "unknown" with the reason, and the command still succeeds.`,
+The operator's version is what the running planner reports of its own build in the
+ClusterRuntime's status (status.operator: the version and commit stamped into the binary, also in
+each binary's aicr_build_info metric). The Deployments in the operator namespace (-n, default
+aicr-system) labelled app.kubernetes.io/part-of=aicr-operator, as the Helm chart labels them, are
+listed with their app.kubernetes.io/version label (the chart's appVersion), else their image's
+tag, which also give the version before the planner has written the status. When neither can be
+read, the version is "unknown" with the reason, and the command still succeeds.`,
 		Example: `  kubectl aicr version
   kubectl aicr version --client
   kubectl aicr version -o json`,
@@ -104,6 +111,11 @@ func (o *options) serverVersions(ctx context.Context) (*operatorVersion, string)
 			op.Error = "the Deployments carry no version label and their images no tag"
 		}
 	}
+	// What the running planner says of itself beats what the Deployments were labelled with.
+	if rt, err := kc.Runtime(ctx); err == nil && rt.Status.Operator != nil {
+		op.Running = rt.Status.Operator.DeepCopy()
+		op.Version, op.Error = op.Running.Version, ""
+	}
 	return op, kubeVersion
 }
 
@@ -117,9 +129,12 @@ func writeVersion(w io.Writer, v versionInfo) error {
 	fmt.Fprintf(&b, ", %s, %s\n", p.GoVersion, p.Platform)
 	if op := v.Operator; op != nil {
 		fmt.Fprintf(&b, "Operator:   %s", op.Version)
-		if op.Error != "" {
+		switch {
+		case op.Error != "":
 			fmt.Fprintf(&b, " (%s)", op.Error)
-		} else {
+		case op.Running != nil:
+			fmt.Fprintf(&b, " (commit %s, the running planner's; namespace %s)", op.Running.Revision, op.Namespace)
+		default:
 			fmt.Fprintf(&b, " (namespace %s)", op.Namespace)
 		}
 		b.WriteString("\n")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
 	"github.com/aicr-run/aicr-operator/planner/internal/status"
+	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
@@ -914,6 +915,8 @@ func (c *Controller) patchStatus(ctx context.Context, name string, change func(s
 // (status.Record) and records an Event for every condition that changed (status.Transitions).
 func (c *Controller) writeRuntimeStatus(ctx context.Context, v *view, now time.Time) error {
 	v.in.ActiveDigest, v.in.EnginePolicy = v.at.Plan, v.at.EnginePolicy
+	build := buildinfo.Get()
+	v.in.Operator = &v1alpha1.OperatorBuild{Version: build.Version, Revision: build.Revision}
 	if p, err := c.loadPlan(ctx, v.at.Plan); err == nil && p != nil {
 		v.in.ActiveReleases = releaseNames(p)
 	}

@@ -49,6 +49,9 @@ type Inputs struct {
 	Credentials *bus.CredentialsStatus
 	// SuspensionRefused explains why suspendEngine is not applied yet ("" when it is).
 	SuspensionRefused string
+	// Operator is the planner's own build, recorded as status.operator (nil keeps the one
+	// recorded).
+	Operator *v1alpha1.OperatorBuild
 	// ActiveReleases are the releases of the active plan (nil when it cannot be read): only
 	// their entries in status.releases count, and Record drops the others.
 	ActiveReleases []string
@@ -200,7 +203,8 @@ func Progress(in Inputs) string {
 // (gen, as the runtime was read for the write), the active and desired plans, the rollout to
 // look at (the one in flight, else the last one that ended without success; unchanged when
 // neither), the progress, the engine policy, the credentials report, the release list without
-// releases that left the active plan, and conds (Conditions(in), through Apply).
+// releases that left the active plan, the planner's build, and conds (Conditions(in), through
+// Apply).
 func Record(st *v1alpha1.ClusterRuntimeStatus, in Inputs, conds []metav1.Condition, gen int64, now time.Time) {
 	st.ObservedGeneration = gen
 	st.ActivePlan = in.ActiveDigest
@@ -218,6 +222,9 @@ func Record(st *v1alpha1.ClusterRuntimeStatus, in Inputs, conds []metav1.Conditi
 		st.Credentials = CredentialsStatus(in.Credentials)
 	}
 	st.Releases = PruneHealth(st.Releases, in.ActiveReleases)
+	if in.Operator != nil {
+		st.Operator = in.Operator.DeepCopy()
+	}
 	Apply(st, conds, now)
 }
 

@@ -180,6 +180,13 @@ func TestRecord(t *testing.T) {
 				st.ActivePlan, st.DesiredPlan, st.Progress = "sha256:b", "sha256:b", ""
 			},
 		},
+		"the planner's build is recorded (an upgraded planner writes its own)": {
+			in: Inputs{ActiveDigest: "sha256:b", DesiredDigest: "sha256:b", Operator: &v1alpha1.OperatorBuild{Version: "v0.2.0", Revision: "abc"}},
+			want: func(st *v1alpha1.ClusterRuntimeStatus) {
+				st.ActivePlan, st.DesiredPlan, st.Progress = "sha256:b", "sha256:b", ""
+				st.Operator = &v1alpha1.OperatorBuild{Version: "v0.2.0", Revision: "abc"}
+			},
+		},
 		"credentials are mirrored": {
 			in: Inputs{Credentials: &bus.CredentialsStatus{Mode: "aws", OK: true, ExpiresAt: &expires}},
 			want: func(st *v1alpha1.ClusterRuntimeStatus) {

@@ -236,6 +236,21 @@ type ClusterRuntimeStatus struct {
 	// +listMapKey=release
 	// +kubebuilder:validation:MaxItems=1024
 	Releases []ReleaseHealth `json:"releases,omitempty"`
+	// Operator is the build of the planner that last wrote this status: the operator's running
+	// release, which kubectl aicr version shows.
+	// +optional
+	Operator *OperatorBuild `json:"operator,omitempty"`
+}
+
+// OperatorBuild is what a binary of the operator was built from (servicekit/buildinfo).
+type OperatorBuild struct {
+	// Version is the release ("dev" for a build the release tooling did not stamp).
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version"`
+	// Revision is the git commit.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Revision string `json:"revision,omitempty"`
 }
 
 // ReleaseHealth is readiness's latest verdict on one release after its step.
