@@ -72,6 +72,11 @@ type Options struct {
 	// repo-creds Secret, as the specification's snippet creates it for static mode: an empty
 	// username and password, and no per-chart repository Secret.
 	AnonymousRegistry bool
+	// Launch, when set, says how each binary starts: it gets the binary's name, its command line
+	// (its path in BinDir, then the chart's flags) and environment (nil: the test's own), and
+	// returns those to run; e2e/imagebuild runs each binary from its image's root filesystem.
+	// BinDir need not hold the binaries then.
+	Launch func(binary string, argv, env []string) ([]string, []string, error)
 }
 
 // Stack is a running local stack.
@@ -100,6 +105,9 @@ func Up(ctx context.Context, o Options) (s *Stack, err error) {
 		o.Log = os.Stderr
 	}
 	for _, b := range Binaries {
+		if o.Launch != nil {
+			break
+		}
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("binary %s not in %s (run make build): %w", b, o.BinDir, err)
 		}
@@ -342,7 +350,13 @@ func (s *Stack) StartBinary(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.spawn(name, append([]string{filepath.Join(s.opts.BinDir, BinaryOf(name))}, args...), s.binaryEnv(BinaryOf(name))); err != nil {
+	argv, env := append([]string{filepath.Join(s.opts.BinDir, BinaryOf(name))}, args...), s.binaryEnv(BinaryOf(name))
+	if s.opts.Launch != nil {
+		if argv, env, err = s.opts.Launch(BinaryOf(name), argv, env); err != nil {
+			return fmt.Errorf("launch %s: %w", name, err)
+		}
+	}
+	if err := s.spawn(name, argv, env); err != nil {
 		return err
 	}
 	s.mu.Lock()
