@@ -93,7 +93,7 @@ func chartGrants(t *testing.T, objs []*unstructured.Unstructured, namespace, bin
 func neededGrants(binary, namespace, mode, project, secret, fullname string, certManager bool, bundles []string) map[grant]bool {
 	where := map[kubeaccess.Scope][]string{
 		kubeaccess.Cluster: {""}, kubeaccess.Operator: {namespace}, kubeaccess.Engine: {engineNamespace},
-		kubeaccess.Default: {"default"}, kubeaccess.Bundles: bundles,
+		kubeaccess.Bundles: bundles,
 	}
 	rename := strings.NewReplacer(kubeaccess.NameEngineProject, project, kubeaccess.NameRepoCredsSecret, secret, kubeaccess.NameFullname, fullname)
 	out := map[grant]bool{}

@@ -19,9 +19,6 @@ const (
 	Operator Scope = "operator"
 	// Engine is Argo CD's namespace (--engine-namespace).
 	Engine Scope = "engine"
-	// Default is namespace default: the API server takes an Event about a cluster-scoped object
-	// only there (or in kube-system), and kubectl describe looks there.
-	Default Scope = "default"
 	// Bundles is each namespace of the chart's bundleNamespaces.
 	Bundles Scope = "bundles"
 )
@@ -87,8 +84,8 @@ func Needs(binary string) []Need {
 				Why: "the informer on plans and bundles; store each new plan (plans are immutable and never deleted by the planner)"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Bundles,
 				Why: "read a bundle kept outside the operator namespace"},
-			{Group: "", Resource: "events", Verbs: []string{"create", "patch"}, Scope: Default,
-				Why: "Events about the ClusterRuntime and its RuntimeRollouts (client-go's recorder patches the count of a repeated one)"},
+			{Group: "", Resource: "events", Verbs: []string{"create", "patch"}, Scope: Operator,
+				Why: "Events about the ClusterRuntime and its RuntimeRollouts, recorded in the operator namespace (client-go's recorder patches the count of a repeated one)"},
 			{Group: "", Resource: "secrets", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameRepoCredsSecret},
 				Why: "read the repo-creds Secret at each pull of a spec.bundle.oci bundle: the registry credentials, a refreshed token included"},
 		}, leader(binary)...)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -41,10 +42,10 @@ const EventComponent = "aicr-" + v1alpha1.BinaryPlanner
 
 // NewRecorder starts client-go's event broadcaster, writing through core with its correlator:
 // repeats of an Event are one Event with a count (patched), more than ten similar Events on one
-// object within ten minutes are combined, and EventBurst/EventQPS limit each object. The API
-// server accepts an Event about a cluster-scoped object (ClusterRuntime, RuntimeRollout) only in
-// namespace default, where the recorder puts it and where `kubectl describe` finds it. instance
+// object within ten minutes are combined, and EventBurst/EventQPS limit each object. instance
 // (the pod's name) tells replicas apart. Call stop when done: Events still queued are dropped.
+// The controller records through references in the operator namespace (involved), not the
+// objects themselves.
 func NewRecorder(core kubernetes.Interface, instance string) (rec record.EventRecorder, stop func()) {
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: EventBurst, QPS: EventQPS}))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.CoreV1().Events("")})
@@ -65,10 +66,24 @@ func truncate(msg string) string {
 	return msg
 }
 
+// involved is the reference an Event about a cluster-scoped object of the operator's is recorded
+// on: the object's kind, name and UID, in the operator namespace. The recorder writes an Event in
+// its involved object's namespace, and the API server takes an Event whose involved object names
+// a namespace only in that namespace; without one it would go to namespace default, where nobody
+// looks. So the Events live beside the plans and the operator's Deployments, where `kubectl aicr
+// events` and `kubectl events -n <operator namespace> --for runtimerollout/NAME` read them.
+func (c *Controller) involved(kind string, m metav1.Object) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		Kind: kind, APIVersion: v1alpha1.SchemeGroupVersion.String(),
+		Name: m.GetName(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Namespace: c.cfg.Namespace,
+	}
+}
+
 // event records an Event on the ClusterRuntime. Recording never blocks nor fails a decision:
 // Events are news.
 func (c *Controller) event(_ context.Context, rt *v1alpha1.ClusterRuntime, typ, reason, msg string) {
-	c.cfg.Recorder.Event(rt, typ, reason, truncate(msg))
+	c.cfg.Recorder.Event(c.involved(v1alpha1.KindClusterRuntime, rt), typ, reason, truncate(msg))
 }
 
 // rolloutEvent records ev on a RuntimeRollout.
@@ -77,7 +92,7 @@ func (c *Controller) rolloutEvent(r *v1alpha1.RuntimeRollout, ev rollout.Event) 
 	if ev.Warning {
 		typ = corev1Warning
 	}
-	c.cfg.Recorder.Event(r, typ, ev.Reason, truncate(ev.Message))
+	c.cfg.Recorder.Event(c.involved(v1alpha1.KindRuntimeRollout, r), typ, ev.Reason, truncate(ev.Message))
 }
 
 // recordChanges records what a rollout status write changed: a log line for each step that

@@ -24,10 +24,12 @@ import (
 // eventTimeout bounds the wait for an Event: the recorder writes them in the background.
 const eventTimeout = 30 * time.Second
 
-// objectEvents lists the Events about one cluster-scoped object the way `kubectl describe`
-// finds them: in every namespace, by the involved object's name, empty namespace, kind and UID.
+// objectEvents lists the Events about one cluster-scoped object the way `kubectl aicr events`
+// finds them: in the operator namespace, by the involved object's name, namespace (the operator
+// namespace), kind and UID. The list is of every namespace, so an Event recorded anywhere else
+// (namespace default, where the recorder would put it by itself) is not found.
 func (h *harness) objectEvents(ctx context.Context, kind, name string, uid types.UID) ([]corev1.Event, error) {
-	sel := fmt.Sprintf("involvedObject.name=%s,involvedObject.namespace=,involvedObject.kind=%s,involvedObject.uid=%s", name, kind, uid)
+	sel := fmt.Sprintf("metadata.namespace=%s,involvedObject.name=%s,involvedObject.namespace=%s,involvedObject.kind=%s,involvedObject.uid=%s", ns, name, ns, kind, uid)
 	l, err := h.core.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return nil, err
@@ -69,8 +71,8 @@ func (h *harness) waitEvents(kind, name string, uid types.UID, want map[string]i
 
 // TestEventsOnRuntimeAndRollout proves the planner's Events through client-go's recorder on a
 // real API server: a step that failed at its action timeout and the rollout's creation and end
-// are Events on the RuntimeRollout, found as `kubectl describe` finds them (in namespace
-// default, from aicr-planner), and a step that started and succeeded is none (routine news is
+// are Events on the RuntimeRollout, found as `kubectl aicr events` finds them (in the
+// operator namespace, from aicr-planner), and a step that started and succeeded is none (routine news is
 // the planner's log, rollout.StepNews); the end and the creation are on the ClusterRuntime too;
 // and an Event repeated is one Event with a count, not two.
 func TestEventsOnRuntimeAndRollout(t *testing.T) {

@@ -15,6 +15,12 @@ const Version = "v1alpha1"
 // SchemeGroupVersion is the group and version of this package.
 var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
+// The kinds of the operator's resources.
+const (
+	KindClusterRuntime = "ClusterRuntime"
+	KindRuntimeRollout = "RuntimeRollout"
+)
+
 // ClusterRuntimeResource and RuntimeRolloutResource are the resources for dynamic clients.
 var (
 	ClusterRuntimeResource = SchemeGroupVersion.WithResource("clusterruntimes")
