@@ -181,6 +181,7 @@ Deployments live (default aicr-system; the kubeconfig context's namespace is not
 		&cobra.Group{ID: "follow", Title: "Follow a rollout:"},
 		&cobra.Group{ID: "act", Title: "Act on the runtime or a rollout:"},
 		&cobra.Group{ID: "plan", Title: "Plans:"},
+		&cobra.Group{ID: "check", Title: "The installation:"},
 		&cobra.Group{ID: "plugin", Title: "The plugin:"},
 	)
 	add := func(group string, cmds ...*cobra.Command) {
@@ -194,6 +195,7 @@ Deployments live (default aicr-system; the kubeconfig context's namespace is not
 	add("act", newApproveCmd(o), newRevokeCmd(o), newRetryCmd(o))
 	add("act", newRuntimeFlagCmds(o)...)
 	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o), newBundleCmd(o))
+	add("check", newCheckCmd(o))
 	add("plugin", newVersionCmd(o), newCompletionCmd(o))
 	root.SetHelpCommandGroupID("plugin")
 	return root

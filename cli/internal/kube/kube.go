@@ -71,12 +71,39 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 // ErrRuntimeNotFound is wrapped by Runtime when the ClusterRuntime does not exist.
 var ErrRuntimeNotFound = errors.New("not found; create it first (examples/clusterruntime.yaml)")
 
+// ErrCRDsMissing is wrapped by the reads of the operator's objects when the API server does not
+// serve their resource: the CRDs are not installed.
+var ErrCRDsMissing = errors.New("the operator's CRDs are not installed (install the chart; kubectl aicr check lists what is missing)")
+
+// notServed says whether a NotFound answer for resource means the API server does not serve it
+// at all (its CRD is missing), not that the object is missing: it asks discovery.
+func (c *Client) notServed(resource string) bool {
+	list, err := c.Kube.Discovery().ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+	if err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == resource {
+			return false
+		}
+	}
+	return true
+}
+
+// missing is the error of a read of a named object that the API server answered NotFound.
+func (c *Client) missing(resource, what string, notFound error) error {
+	if c.notServed(resource) {
+		return fmt.Errorf("%s: the API server does not serve %s.%s: %w", what, resource, v1alpha1.Group, ErrCRDsMissing)
+	}
+	return fmt.Errorf("%s: %w", what, notFound)
+}
+
 // Runtime gets the ClusterRuntime (always named "cluster").
 func (c *Client) Runtime(ctx context.Context) (*Runtime, error) {
 	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get clusterruntime %s: %w", v1alpha1.RuntimeName, ErrRuntimeNotFound)
+			return nil, c.missing(v1alpha1.ClusterRuntimeResource.Resource, "get clusterruntime "+v1alpha1.RuntimeName, ErrRuntimeNotFound)
 		}
 		return nil, fmt.Errorf("get clusterruntime %s: %w", v1alpha1.RuntimeName, err)
 	}
@@ -97,7 +124,7 @@ func (c *Client) Rollout(ctx context.Context, name string) (*Rollout, error) {
 	u, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get runtimerollout %s: not found (kubectl get runtimerollouts lists them)", name)
+			return nil, c.missing(v1alpha1.RuntimeRolloutResource.Resource, "get runtimerollout "+name, errors.New("not found (kubectl get runtimerollouts lists them)"))
 		}
 		return nil, fmt.Errorf("get runtimerollout %s: %w", name, err)
 	}

@@ -122,7 +122,11 @@ func DescribeReleases(w io.Writer, rt *v1alpha1.ClusterRuntime, now time.Time) e
 		fmt.Fprintf(w, "\n  %s (step %s): not ready since %s, observed %s\n", h.Release, orDash(h.Step, "-"), stamp(h.Since, now), stamp(h.ObservedAt, now))
 		for _, f := range h.Fences {
 			fmt.Fprintf(w, "      %s %-17s %s", fenceMark(f.State), f.Name, f.State)
-			if f.Message != "" {
+			switch {
+			case !v1alpha1.FenceJudged(f) && strings.HasPrefix(f.Message, v1alpha1.FenceNotJudged+": "):
+				// The guard's message again: said once, on the fence above.
+				fmt.Fprintf(w, ": %s (the cause is above)", v1alpha1.FenceNotJudged)
+			case f.Message != "":
 				fmt.Fprintf(w, ": %s", f.Message)
 			}
 			fmt.Fprintln(w)
@@ -236,13 +240,19 @@ func Blocking(ro *v1alpha1.RuntimeRollout, now time.Time) []string {
 	return out
 }
 
+// openFences lists a verdict's fences that are not passed, with their messages; the fences
+// readiness did not judge because of them are named after, without repeating the cause.
 func openFences(v *v1alpha1.Verdict) string {
 	if v == nil {
 		return ""
 	}
-	var names []string
+	var names, notJudged []string
 	for _, f := range v.Fences {
-		if f.State == v1alpha1.FencePassed {
+		switch {
+		case f.State == v1alpha1.FencePassed:
+			continue
+		case !v1alpha1.FenceJudged(f):
+			notJudged = append(notJudged, f.Name)
 			continue
 		}
 		s := f.Name
@@ -253,6 +263,9 @@ func openFences(v *v1alpha1.Verdict) string {
 			s += ": " + f.Message
 		}
 		names = append(names, s)
+	}
+	if len(notJudged) > 0 {
+		names = append(names, "not judged until then: "+strings.Join(notJudged, ", "))
 	}
 	return strings.Join(names, "; ")
 }

@@ -40,3 +40,39 @@ func TestDescribeReleases(t *testing.T) {
 		t.Errorf("every release ready: wrote %q (%v), want nothing", out.String(), err)
 	}
 }
+
+// handEdited is the verdict readiness gives an Application edited by hand: the guard's cause on
+// ComparedToSpec, repeated after "not judged: " by every later fence.
+func handEdited(cause string) []v1alpha1.Fence {
+	fs := []v1alpha1.Fence{{Name: v1alpha1.FenceComparedToSpec, State: v1alpha1.FenceOpen, Message: cause}}
+	for _, n := range []string{v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition} {
+		fs = append(fs, v1alpha1.Fence{Name: n, State: v1alpha1.FenceOpen, Message: v1alpha1.FenceNotJudged + ": " + cause})
+	}
+	return fs
+}
+
+// A hand edit's cause is said once, in status's blocking line and in describe's releases; the
+// fences not judged because of it are named.
+func TestAHandEditIsSaidOnce(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	since := metav1.NewTime(now.Add(-time.Minute))
+	cause := "the Application's spec is not what plan sha256:b says; undo it, or change the runtime instead"
+	ro := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: "r-1"}, Status: v1alpha1.RuntimeRolloutStatus{Steps: []v1alpha1.Step{
+		{Index: 1, Release: "gpu-operator", Action: v1alpha1.ActionUpgrade, State: v1alpha1.StepInProgress, StartedAt: &since,
+			Verdict: &v1alpha1.Verdict{Fences: handEdited(cause)}},
+	}}}
+	lines := Blocking(ro, now)
+	if len(lines) != 1 || strings.Count(lines[0], cause) != 1 || !strings.Contains(lines[0], "not judged until then: SyncedAtRevision, SyncedAfterStep, Healthy, NoErrorCondition") {
+		t.Errorf("blocking %q: want the cause once and the fences not judged by name", lines)
+	}
+	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: "cluster"}, Status: v1alpha1.ClusterRuntimeStatus{Releases: []v1alpha1.ReleaseHealth{
+		{Release: "gpu-operator", Since: &since, Fences: handEdited(cause)},
+	}}}
+	var out bytes.Buffer
+	if err := DescribeReleases(&out, rt, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), cause); n != 1 || strings.Count(out.String(), "not judged (the cause is above)") != 4 {
+		t.Errorf("describe says the cause %d times, want once, and four fences not judged:\n%s", n, out.String())
+	}
+}

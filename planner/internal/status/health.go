@@ -83,13 +83,24 @@ func NotReady(list []v1alpha1.ReleaseHealth, releases []string) []v1alpha1.Relea
 	return out
 }
 
-// notReadyMessage is Ready=False/NotReady's message: each release with its open fences.
+// notReadyMessage is Ready=False/NotReady's message: each release with the fences readiness
+// judged not passed and their messages, then, by name only, those it did not judge because of
+// them (v1alpha1.FenceJudged): a hand edit's cause is said once, not once per fence.
 func notReadyMessage(bad []v1alpha1.ReleaseHealth, activeDigest string) string {
 	parts := make([]string, 0, len(bad))
 	for _, h := range bad {
-		var fences []string
+		var fences, notJudged []string
 		for _, f := range h.Fences {
-			fences = append(fences, fmt.Sprintf("%s %s: %s", f.Name, f.State, f.Message))
+			switch {
+			case f.State == v1alpha1.FencePassed:
+			case !v1alpha1.FenceJudged(f):
+				notJudged = append(notJudged, f.Name)
+			default:
+				fences = append(fences, fmt.Sprintf("%s %s: %s", f.Name, f.State, f.Message))
+			}
+		}
+		if len(notJudged) > 0 {
+			fences = append(fences, "not judged until then: "+strings.Join(notJudged, ", "))
 		}
 		since := ""
 		if h.Since != nil {

@@ -148,3 +148,28 @@ func TestNotReadyAfterRolledOut(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A release left NotReady by a hand edit: readiness's guard fence says why, and every later
+// fence repeats it after "not judged: ". The Ready message says the cause once and names the
+// fences not judged, so it stays one readable line.
+func TestNotReadyMessageSaysAHandEditOnce(t *testing.T) {
+	cause := "the Application's spec is not what plan sha256:b says (source.helm.valuesObject differs); undo it, or change the runtime instead"
+	v := verdict("gpu-operator", "140", false)
+	v.Fences = []v1alpha1.Fence{{Name: v1alpha1.FenceComparedToSpec, State: v1alpha1.FenceOpen, Message: cause}}
+	for _, n := range []string{v1alpha1.FenceSyncedAtRevision, v1alpha1.FenceSyncedAfterStep, v1alpha1.FenceHealthy, v1alpha1.FenceNoErrorCondition} {
+		v.Fences = append(v.Fences, v1alpha1.Fence{Name: n, State: v1alpha1.FenceOpen, Message: v1alpha1.FenceNotJudged + ": " + cause})
+	}
+	in := Inputs{Runtime: &v1alpha1.ClusterRuntime{}, DesiredDigest: "sha256:b", ActiveDigest: "sha256:b", ActiveReleases: []string{"gpu-operator"}}
+	in.Runtime.Status.Releases, _ = ObserveHealth(nil, v, nil, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, reason, msg := ready(in)
+	if reason != v1alpha1.ReasonNotReady {
+		t.Fatalf("reason %s, want NotReady", reason)
+	}
+	if n := strings.Count(msg, cause); n != 1 {
+		t.Errorf("the cause appears %d times, want once: %q", n, msg)
+	}
+	want := "(ComparedToSpec Open: " + cause + "; not judged until then: SyncedAtRevision, SyncedAfterStep, Healthy, NoErrorCondition)"
+	if !strings.Contains(msg, want) {
+		t.Errorf("message %q\nlacks %q", msg, want)
+	}
+}

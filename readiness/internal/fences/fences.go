@@ -113,7 +113,7 @@ func Evaluate(app *argoapp.Application, plan Plan) Verdict {
 	if g, ok := guard(app, plan); ok {
 		fs = append(fs, g)
 		for _, n := range names[1:] {
-			fs = append(fs, open(n, "not judged: "+g.Message))
+			fs = append(fs, open(n, v1alpha1.FenceNotJudged+": "+g.Message))
 		}
 	} else {
 		compared := comparedToSpec(app)
@@ -518,9 +518,9 @@ func observed(app *argoapp.Application) bus.ObservedStatus {
 // ComparedToSpec passes.
 func untrusted(what, shown string) string {
 	if shown == "" {
-		return "not judged until " + v1alpha1.FenceComparedToSpec + " passes"
+		return v1alpha1.FenceNotJudged + " until " + v1alpha1.FenceComparedToSpec + " passes"
 	}
-	return fmt.Sprintf("not judged until %s passes: the %s (%s) is from the comparison of an earlier spec", v1alpha1.FenceComparedToSpec, what, shown)
+	return fmt.Sprintf("%s until %s passes: the %s (%s) is from the comparison of an earlier spec", v1alpha1.FenceNotJudged, v1alpha1.FenceComparedToSpec, what, shown)
 }
 
 func syncDesc(s argoapp.SyncStatus) string {
