@@ -36,7 +36,9 @@ func recordEvent(t *testing.T, kc kubernetes.Interface, namespace, kind, name, u
 	if err != nil {
 		t.Fatalf("create event: %v", err)
 	}
-	t.Cleanup(func() { _ = kc.CoreV1().Events(namespace).Delete(context.Background(), created.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kc.CoreV1().Events(namespace).Delete(context.Background(), created.Name, metav1.DeleteOptions{})
+	})
 }
 
 // events reads the planner's Events from the operator namespace, oldest first, narrowed by
@@ -54,7 +56,7 @@ func TestEvents(t *testing.T) {
 	// Not the operator's: a ConfigMap's Event in the operator namespace, and one in default.
 	other := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "cm.", Namespace: opNamespace},
 		InvolvedObject: corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Name: "r-ev-1", Namespace: opNamespace},
-		Type: corev1.EventTypeNormal, Reason: "NotOurs", Message: "x", LastTimestamp: metav1.NewTime(now)}
+		Type:           corev1.EventTypeNormal, Reason: "NotOurs", Message: "x", LastTimestamp: metav1.NewTime(now)}
 	if _, err := kc.CoreV1().Events(opNamespace).Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

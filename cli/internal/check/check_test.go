@@ -32,7 +32,9 @@ func TestExitCodes(t *testing.T) {
 
 func TestJudge(t *testing.T) {
 	now := time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
-	ready := func(c string) Workload { return Workload{Name: "deployment/aicr-operator-" + c, Component: c, Desired: 2, Ready: 2} }
+	ready := func(c string) Workload {
+		return Workload{Name: "deployment/aicr-operator-" + c, Component: c, Desired: 2, Ready: 2}
+	}
 	five := []Workload{ready("planner"), ready("applier"), ready("readiness"), ready("credrefresher"), ready("admission")}
 	short := append([]Workload(nil), five...)
 	short[1].Ready = 1
