@@ -191,7 +191,7 @@ Deployments live (default aicr-system; the kubeconfig context's namespace is not
 			root.AddCommand(c)
 		}
 	}
-	add("follow", newStatusCmd(o), newDescribeCmd(o), newGraphCmd(o), newWaitCmd(o), newEventsCmd(o), newHistoryCmd(o))
+	add("follow", newStatusCmd(o), newDescribeCmd(o), newGraphCmd(o), newWaitCmd(o), newEventsCmd(o), newHistoryCmd(o), newLogsCmd(o))
 	add("act", newApproveCmd(o), newRevokeCmd(o), newRetryCmd(o))
 	add("act", newRuntimeFlagCmds(o)...)
 	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o), newBundleCmd(o))

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 // The checks, in the order they run and are reported, and each one's exit code when it is the
@@ -164,7 +166,7 @@ type Workload struct {
 
 // BinaryNames are the five binaries, as the chart labels their Deployments
 // (app.kubernetes.io/component).
-var BinaryNames = []string{"planner", "applier", "readiness", "credrefresher", "admission"}
+var BinaryNames = v1alpha1.Binaries()
 
 // JudgeBinaries wants the five Deployments, each with every replica ready: a binary's /readyz
 // passes only with NATS and the API server reachable and its own checks passing.
