@@ -49,7 +49,7 @@ the flags keep the lines that match:
 
   --rollout R        lines of rollout R: its rollout field, a step of it (R/N) or a message of it
   --step N           with --rollout, lines of step N of it (R/N); alone, a step ID R/N
-  --field KEY=VALUE  any field, repeatable (--field release=gpu-operator --field level=warn)
+  --field KEY=VALUE  any field, repeatable (--field release=gpu-operator --field component=applier)
   --level LEVEL      lines at this level or above (trace, debug, info, warn, error)
   --since D          lines of the last D (5m, 1h)
 
@@ -70,8 +70,8 @@ files are read, filtered and merged the same way.`,
   # The last ten minutes' warnings, as JSON for jq
   kubectl aicr logs --since 10m --level warn -o json | jq .message
 
-  # The local stack's processes
-  kubectl aicr logs --log-dir /tmp/aicr-stack-123/logs --rollout r-172ca57c59-none`,
+  # The local stack's processes (make demo prints the folder: "ls <dir>/logs")
+  kubectl aicr logs --log-dir "$STACK_DIR/logs" --rollout r-172ca57c59-none`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := lo.validate(o.env.Clock.Now()); err != nil {
