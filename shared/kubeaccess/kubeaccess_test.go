@@ -10,7 +10,7 @@ import (
 // TestNeedsAreNarrow proves every declared need names its calls and grants no wildcard: a
 // declaration of "*" would let the chart grant anything and still pass the RBAC test.
 func TestNeedsAreNarrow(t *testing.T) {
-	scopes := []Scope{Cluster, Operator, Engine, Default, Bundles}
+	scopes := []Scope{Cluster, Operator, Engine, Bundles}
 	for _, b := range append(v1alpha1.Binaries(), Setup) {
 		needs := Needs(b)
 		if len(needs) == 0 {
