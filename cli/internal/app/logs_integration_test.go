@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -112,6 +113,11 @@ func TestLogsOfPods(t *testing.T) {
 		t.Errorf("logs without pods: exit %d, %q", code, stderr)
 	}
 	kc := kubernetes.NewForConfigOrDie(env.Config)
+	// No controller makes the namespace's default ServiceAccount here, and admission wants it.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: opNamespace}}
+	if _, err := kc.CoreV1().ServiceAccounts(opNamespace).Create(context.Background(), sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "aicr-operator-planner-0", Namespace: opNamespace,
 		Labels: map[string]string{"app.kubernetes.io/part-of": "aicr-operator", "app.kubernetes.io/component": "planner"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "planner", Image: "planner:v1"}}}}
