@@ -392,10 +392,10 @@ func TestChartRBAC(t *testing.T) {
 			{"list", "", "configmaps", "", ops, ""},
 			{"create", "coordination.k8s.io", "leases", "", ops, ""},
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryPlanner)},
-			// Events about the cluster-scoped ClusterRuntime and RuntimeRollouts live in "default";
-			// the recorder patches the count of a repeated one.
-			{"create", "", "events", "", "default", ""},
-			{"patch", "", "events", "", "default", ""},
+			// Events about the cluster-scoped ClusterRuntime and RuntimeRollouts live in the
+			// operator namespace; the recorder patches the count of a repeated one.
+			{"create", "", "events", "", ops, ""},
+			{"patch", "", "events", "", ops, ""},
 		},
 		"applier": {
 			{"get", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
@@ -435,6 +435,8 @@ func TestChartRBAC(t *testing.T) {
 			{"delete", "", "configmaps", "", ops, "aicr-plan-x"},
 			{"delete", "", "configmaps", "", ops, "gpu-stack"},
 			{"update", "", "configmaps", "", ops, "gpu-stack"},
+			// Its Events live in the operator namespace, nowhere else.
+			{"create", "", "events", "", "default", ""},
 		},
 		"applier": {
 			{"update", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},

@@ -39,8 +39,9 @@ const (
 // person is the field manager of every hand edit in this package: someone who is not the operator.
 const person = "e2e-person"
 
-// eventNamespace is where the planner records Events about the cluster-scoped ClusterRuntime.
-const eventNamespace = "default"
+// eventNamespace is where the planner records Events about the cluster-scoped ClusterRuntime:
+// the operator namespace.
+const eventNamespace = stack.OperatorNamespace
 
 // The bundle the runtime points at: the example, as the tests change it. Tests run in order and
 // each leaves the runtime Ready at this bundle.
