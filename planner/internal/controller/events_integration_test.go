@@ -110,8 +110,8 @@ func TestEventsOnRuntimeAndRollout(t *testing.T) {
 	// The recorder sends a process's Events in the order they were recorded: the steps' starts
 	// and ev-a's success came before ev-b's failure.
 	for _, ev := range evs {
-		if ev.Namespace != metav1.NamespaceDefault || ev.Source.Component != EventComponent || ev.ReportingController != EventComponent {
-			t.Errorf("Event %s in %q from %q/%q, want namespace default from %s", ev.Reason, ev.Namespace, ev.Source.Component, ev.ReportingController, EventComponent)
+		if ev.Namespace != ns || ev.InvolvedObject.Namespace != ns || ev.Source.Component != EventComponent || ev.ReportingController != EventComponent {
+			t.Errorf("Event %s in %q (about an object in %q) from %q/%q, want the operator namespace %s from %s", ev.Reason, ev.Namespace, ev.InvolvedObject.Namespace, ev.Source.Component, ev.ReportingController, ns, EventComponent)
 		}
 		switch ev.Reason {
 		case rollout.EventStepFailed, v1alpha1.OutcomeFailed:

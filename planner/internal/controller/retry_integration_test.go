@@ -49,6 +49,7 @@ func (h *harness) setBundle(comps []map[string]any) {
 func TestRetryAndBackToThePreviousPlan(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
+	h.deleteRuntime() // an earlier test's: there is one ClusterRuntime, named cluster
 	v1 := []map[string]any{component("rt-a", 1), component("rt-b", 1, "rt-a")}
 	v2 := []map[string]any{v1[0], component("rt-b", 2, "rt-a")}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "retry-bundle", Namespace: ns}, Data: map[string]string{"bundle.yaml": bundleYAML(t, v1)}}
@@ -61,9 +62,9 @@ func TestRetryAndBackToThePreviousPlan(t *testing.T) {
 	if err := h.kube.rc.Post().Resource(resRuntimes).Body(rt).Do(ctx).Error(); err != nil {
 		t.Fatal(err)
 	}
-	defer h.deleteRuntime()
 	stop := h.startPlanner()
 	defer func() { stop() }()
+	defer h.deleteRuntime() // while the planner runs: it removes its finalizer
 	h.answer(h.mustNext())
 	h.answer(h.mustNext())
 	rolledOut := func(rt *v1alpha1.ClusterRuntime) bool {
@@ -96,7 +97,9 @@ func TestRetryAndBackToThePreviousPlan(t *testing.T) {
 		t.Fatalf("after the retry: command %s for %s of rollout %s (uid %s); want rt-b's step of a new %s", again.msgID, again.release, again.step.Rollout, again.step.RolloutUID, name)
 	}
 	h.answer(again)
-	retried := h.waitRuntime("Ready at the second plan after the retry", rolledOut)
+	retried := h.waitRuntime("Ready at the second plan after the retry", func(rt *v1alpha1.ClusterRuntime) bool {
+		return rolledOut(rt) && rt.Status.ActivePlan == planV2
+	})
 	if retried.Status.ActivePlan != planV2 || retried.Status.Rollout != name {
 		t.Fatalf("after the retry: active plan %s by rollout %s, want %s by %s", retried.Status.ActivePlan, retried.Status.Rollout, planV2, name)
 	}
@@ -109,10 +112,9 @@ func TestRetryAndBackToThePreviousPlan(t *testing.T) {
 	if fmt.Sprint(h.order) != "[rt-b(Upgrade)]" || back.apply.PlanDigest != planV1 {
 		t.Fatalf("rolling back: commands %v to plan %s, want rt-b's step to %s", h.order, back.apply.PlanDigest, planV1)
 	}
-	got := h.waitRuntime("Ready at the first plan again", rolledOut)
-	if got.Status.ActivePlan != planV1 {
-		t.Fatalf("active plan %s, want the first plan %s again", got.Status.ActivePlan, planV1)
-	}
+	got := h.waitRuntime("Ready at the first plan again", func(rt *v1alpha1.ClusterRuntime) bool {
+		return rolledOut(rt) && rt.Status.ActivePlan == planV1
+	})
 	ro, err := h.kube.GetRollout(ctx, got.Status.Rollout)
 	if err != nil {
 		t.Fatal(err)
