@@ -164,13 +164,13 @@ same digest and rolls out to it (docs/planner.md, Back to a previous plan).`,
 			}
 			ctx := cmd.Context()
 			rt, err := kc.Runtime(ctx)
-			var runtime *v1alpha1.ClusterRuntime
+			var current *v1alpha1.ClusterRuntime
 			switch {
 			case errors.Is(err, kube.ErrRuntimeNotFound):
 			case err != nil:
 				return err
 			default:
-				runtime = rt.ClusterRuntime
+				current = rt.ClusterRuntime
 			}
 			ros, err := kc.RuntimeRollouts(ctx)
 			if err != nil {
@@ -183,7 +183,7 @@ same digest and rolls out to it (docs/planner.md, Back to a previous plan).`,
 				names = append(names, output.Name(ro.Raw))
 			}
 			now := o.env.Clock.Now()
-			entries := history.Entries(typed, runtime, now)
+			entries := history.Entries(typed, current, now)
 			return out.Print(o.env.Stdout, output.Doc{
 				Object: map[string]any{"apiVersion": "v1", "kind": "List", "items": entries},
 				Names:  names,
@@ -228,15 +228,15 @@ A rollout that succeeded, was superseded or revoked, or is still in flight is re
 			if resourceVersion != "" && resourceVersion != ro.ResourceVersion {
 				return fmt.Errorf("runtimerollout %s is at resourceVersion %s, not %s (--resource-version): it changed since you looked; look again (kubectl aicr describe %s)", ro.Name, ro.ResourceVersion, resourceVersion, ro.Name)
 			}
-			var runtime *v1alpha1.ClusterRuntime
+			var current *v1alpha1.ClusterRuntime
 			switch rt, err := kc.Runtime(ctx); {
 			case errors.Is(err, kube.ErrRuntimeNotFound):
 			case err != nil:
 				return err
 			default:
-				runtime = rt.ClusterRuntime
+				current = rt.ClusterRuntime
 			}
-			if err := history.Retryable(ro.RuntimeRollout, runtime); err != nil {
+			if err := history.Retryable(ro.RuntimeRollout, current); err != nil {
 				return err
 			}
 			if err := kc.DeleteRollout(ctx, ro); err != nil {
