@@ -356,6 +356,107 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	t.Run("a recreated namesake is never deleted", func(t *testing.T) {
 		recreatedNamesakeIsNeverDeleted(t, s, release, spec)
 	})
+	t.Run("a namesake created inside the applier's create is never adopted", func(t *testing.T) {
+		namesakeCreatedInsideTheCreateIsNeverAdopted(t, s, release, spec)
+	})
+}
+
+// namesakeCreatedInsideTheCreateIsNeverAdopted installs release again (it is gone, removed by
+// the test before), and someone else creates an Application under its name between the
+// applier's read (nothing there) and its write: a webhook of the test's holds the applier's
+// create while it makes the namesake. The applier creates, never applies, an Application it
+// did not find, so its write fails (AlreadyExists), the name is read again and is foreign, and
+// the rollout fails with ForeignObject; the namesake is untouched (a forced apply took it over
+// and labelled it the operator's). Deleting it, then the failed rollout, completes the install.
+func namesakeCreatedInsideTheCreateIsNeverAdopted(t *testing.T, s *stack.Stack, release string, spec v1alpha1.ClusterRuntimeSpec) {
+	ctx := t.Context()
+	apps := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+	if _, err := apps.Get(ctx, release, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("application %s before the install: %v; want it gone", release, err)
+	}
+	var probed, swapped atomic.Bool
+	var namesake atomic.Pointer[argoapp.Application]
+	var swapErr atomic.Pointer[error]
+	stop, err := s.Intercept(ctx, "e2e-namesake-create", []admissionregistrationv1.OperationType{admissionregistrationv1.Create}, func(req *admissionv1.AdmissionRequest) {
+		if req.Name != release {
+			return
+		}
+		if req.DryRun != nil && *req.DryRun {
+			probed.Store(true)
+			return
+		}
+		if req.UserInfo.Username != stack.Identity("applier") || swapped.Swap(true) {
+			return
+		}
+		// Inside the applier's write of the new Application: someone else's comes first.
+		created, err := createForeign(context.Background(), s, release, false)
+		if err != nil {
+			swapErr.Store(&err)
+			return
+		}
+		namesake.Store(created)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the test's webhook called", func(ctx context.Context) (bool, error) {
+		if _, err := createForeign(ctx, s, release, true); err != nil {
+			return false, err
+		}
+		return probed.Load(), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ro := change(t, s, fullBundle(t, s), spec)
+	stepOf(t, ro, release, v1alpha1.ActionInstall)
+	rt, err := s.WaitCondition(ctx, stacktest.RolloutTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := swapErr.Load(); p != nil {
+		t.Fatalf("the namesake was not put in place: %v", *p)
+	}
+	created := namesake.Load()
+	if !swapped.Load() || created == nil {
+		t.Fatalf("the applier's write of %s never reached the test's webhook", release)
+	}
+	if c := meta.FindStatusCondition(rt.Status.Conditions, v1alpha1.ConditionStalled); c == nil || !strings.Contains(c.Message, v1alpha1.ReasonForeignObject) || !strings.Contains(c.Message, release) {
+		t.Errorf("Stalled=True RolloutFailed message %q does not name %s and ForeignObject", c.Message, release)
+	}
+	live := stacktest.Application(t, s, release)
+	if live.UID != created.UID || live.ResourceVersion != created.ResourceVersion || live.Labels[v1alpha1.LabelManagedBy] != "" {
+		t.Fatalf("the namesake %s (uid %s, rv %s) was written: uid %s, rv %s, labels %v, annotations %v",
+			release, created.UID, created.ResourceVersion, live.UID, live.ResourceVersion, live.Labels, live.Annotations)
+	}
+	for _, e := range live.ManagedFields {
+		if strings.HasPrefix(e.Manager, v1alpha1.FieldManager) {
+			t.Errorf("the namesake has fields managed by %s", e.Manager)
+		}
+	}
+
+	// The person deletes their namesake, and the failed rollout to try again: the install ends.
+	stop()
+	if err := apps.Delete(ctx, release, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Delete(ctx, ro.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "rollout "+ro.Name+" created again", func(ctx context.Context) (bool, error) {
+		r, err := s.Rollout(ctx, ro.Name)
+		if err != nil {
+			return false, err
+		}
+		return r.UID != ro.UID && len(r.Status.Steps) > 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRolloutDone(t, s, ro.Name)
+	waitRolledOut(t, s)
 }
 
 // recreatedNamesakeIsNeverDeleted removes release again, and recreates it under the same name
@@ -397,7 +498,7 @@ func recreatedNamesakeIsNeverDeleted(t *testing.T, s *stack.Stack, release strin
 			fail(fmt.Errorf("delete the original: %w", err))
 			return
 		}
-		created, err := createForeign(bg, s, release)
+		created, err := createForeign(bg, s, release, false)
 		if err != nil {
 			fail(err)
 			return
@@ -470,8 +571,9 @@ func recreatedNamesakeIsNeverDeleted(t *testing.T, s *stack.Stack, release strin
 }
 
 // createForeign creates someone else's Application under name: another project and
-// destination, no sync policy, none of the operator's labels or annotations.
-func createForeign(ctx context.Context, s *stack.Stack, name string) (*argoapp.Application, error) {
+// destination, no sync policy, none of the operator's labels or annotations (only tried when
+// dryRun is set).
+func createForeign(ctx context.Context, s *stack.Stack, name string, dryRun bool) (*argoapp.Application, error) {
 	app := &argoapp.Application{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "argoproj.io/v1alpha1", Kind: "Application"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: stack.EngineNamespace, Labels: map[string]string{"team": "someone-else"}},
@@ -487,11 +589,18 @@ func createForeign(ctx context.Context, s *stack.Stack, name string) (*argoapp.A
 	}
 	delete(obj, "status")
 	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
-		Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "e2e-person"})
+		Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "e2e-person", DryRun: dryRunAll(dryRun)})
 	if err != nil {
 		return nil, fmt.Errorf("create the namesake %s: %w", name, err)
 	}
 	return stacktest.DecodeApplication(u)
+}
+
+func dryRunAll(on bool) []string {
+	if on {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
 }
 
 // suspendEngine=true writes every owned Application with automated sync off
