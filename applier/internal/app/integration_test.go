@@ -78,7 +78,7 @@ components:
 		"--namespace=aicr-it", "--engine-namespace=argocd-it", "--registry-repository=registry.example.com/aicr", "--log-level=warn"}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	exit, stderr := start(t, rctx, args)
+	exit, stderr := start(rctx, t, args)
 	servicetest.Poll(t, startTimeout, "/readyz", func() error {
 		code, body, err := readyz(health)
 		if err != nil {
