@@ -43,6 +43,11 @@ const (
 	Repository  = "registry.example.com/aicr"
 )
 
+// StackAPIVersions are the API groups the operator's own stack brings (cert-manager, the
+// Prometheus Operator), whose objects the chart renders only where they are served. Render renders
+// for a cluster whose stack is up, passing them as --api-versions; RenderFresh for a fresh one.
+var StackAPIVersions = []string{"cert-manager.io/v1", "monitoring.coreos.com/v1"}
+
 // Named timeouts.
 const (
 	// natsStartTimeout bounds nats-server answering its health check.
@@ -119,12 +124,22 @@ func Run(t testing.TB, dir string, env []string, name string, args ...string) (s
 	return stdout.String(), nil
 }
 
-// Render runs helm template on the chart with --set pairs and returns the objects, or helm's
-// error.
+// Render runs helm template on the chart with --set pairs, for a cluster that serves
+// StackAPIVersions, and returns the objects, or helm's error.
 func Render(t testing.TB, release, namespace string, set ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return RenderOn(t, StackAPIVersions, release, namespace, set...)
+}
+
+// RenderOn is Render for a cluster that serves the API versions apiVersions beyond the built-in
+// ones (none: a fresh cluster).
+func RenderOn(t testing.TB, apiVersions []string, release, namespace string, set ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	helm := Tool(t, "helm")
 	args := []string{"template", release, ChartDir(t), "--namespace", namespace, "--kube-version", KubeVersion}
+	for _, v := range apiVersions {
+		args = append(args, "--api-versions", v)
+	}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}

@@ -31,7 +31,8 @@ func TestChartRendersTheSameBytesTwice(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			render := func() string {
 				out, err := charttest.Run(t, "", nil, helm, append([]string{"template", charttest.Release, charttest.ChartDir(t),
-					"--namespace", charttest.Namespace, "--kube-version", charttest.KubeVersion}, args...)...)
+					"--namespace", charttest.Namespace, "--kube-version", charttest.KubeVersion,
+					"--api-versions", charttest.StackAPIVersions[0], "--api-versions", charttest.StackAPIVersions[1]}, args...)...)
 				if err != nil {
 					t.Fatalf("helm template: %v", err)
 				}

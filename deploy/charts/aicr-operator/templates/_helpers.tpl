@@ -165,3 +165,19 @@ imagePullSecrets:
 {{- end -}}
 {{- join ", " $ids -}}
 {{- end -}}
+
+{{/*
+What the cluster offers, from .Capabilities.APIVersions (helm install and upgrade ask the API
+server; Argo CD passes the destination's API versions to helm template). A first install on a fresh
+cluster has neither cert-manager nor the Prometheus Operator: the operator's own stack installs
+them. So certManager.enabled issues the certificates with cert-manager only once its API is
+served (until then the setup Job issues them), and the ServiceMonitors and the PrometheusRule are
+rendered only where their API is; the next upgrade or sync after the stack is up renders them
+(docs/install.md, "After the stack is up"). Each is "true" or empty.
+*/}}
+{{- define "aicr.certManager" -}}
+{{- if and .Values.certManager.enabled (.Capabilities.APIVersions.Has "cert-manager.io/v1") }}true{{ end -}}
+{{- end -}}
+{{- define "aicr.monitoringAPI" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end -}}
+{{- end -}}

@@ -1,0 +1,166 @@
+//go:build e2e
+
+package firstinstall
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/aicr-run/aicr-operator/e2e/charttest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/testkit/testenv"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunMain(m, testenv.Options{Kwok: true}))
+}
+
+// Named timeouts: helm waits for the setup Job (a hook kwok completes) and creates about 90
+// objects; the Deployments become Available once kwok runs their pods.
+const (
+	helmTimeout      = 5 * time.Minute
+	availableTimeout = 3 * time.Minute
+	testTimeout      = 12 * time.Minute
+)
+
+// deferredNote is what NOTES.txt says when a value asks for an API the cluster does not serve.
+const deferredNote = "Not rendered yet, their API is not served here"
+
+var (
+	certificates    = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
+	issuers         = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
+	serviceMonitors = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
+	prometheusRules = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheusrules"}
+)
+
+func TestRecommendedValuesInstallOnAFreshClusterThenTakeTheStacksAPIs(t *testing.T) {
+	env := testenv.Current(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	ns, release := charttest.Namespace, v1alpha1.ReleaseName
+
+	// The cluster is fresh: neither API group the stack brings is served.
+	groups, err := kc.Discovery().ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups.Groups {
+		if g.Name == certificates.Group || g.Name == serviceMonitors.Group {
+			t.Fatalf("the fresh API server already serves %s", g.Name)
+		}
+	}
+
+	helm := charttest.Tool(t, "helm")
+	home := t.TempDir()
+	helmEnv := []string{"KUBECONFIG=" + env.Kubeconfig, "HELM_CACHE_HOME=" + home, "HELM_CONFIG_HOME=" + home, "HELM_DATA_HOME=" + home}
+	values := filepath.Join(charttest.RepoRoot(t), "deploy", "values", "production.yaml")
+
+	// The first install, with the recommended values, as docs/install.md writes it.
+	out, err := charttest.Run(t, "", helmEnv, helm, "install", release, charttest.ChartDir(t), "--namespace", ns,
+		"--create-namespace", "-f", values, "--timeout", helmTimeout.String())
+	if err != nil {
+		t.Fatalf("helm install with %s on a fresh cluster: %v", filepath.Base(values), err)
+	}
+	if !strings.Contains(out, deferredNote) || !strings.Contains(out, "certManager.enabled") || !strings.Contains(out, "metrics.serviceMonitor.enabled") {
+		t.Errorf("NOTES do not say which values wait for the stack's APIs:\n%s", out)
+	}
+	// The setup Job issued the webhook's certificate, so the webhook writes its CA itself.
+	if args := admissionArgs(ctx, t, kc, ns, release); !slices.Contains(args, "--webhook-configuration="+release) {
+		t.Errorf("without cert-manager the webhook must write its CA (--webhook-configuration); args %v", args)
+	}
+	vwc, err := kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := vwc.Annotations["cert-manager.io/inject-ca-from"]; a != "" {
+		t.Errorf("the webhook configuration asks cainjector for its CA (%s) with no cert-manager", a)
+	}
+	// The operator's pods run (kwok): every binary's Deployment becomes Available.
+	for _, b := range v1alpha1.Binaries() {
+		name := v1alpha1.ServiceAccountName(b)
+		err := testenv.WaitFor(ctx, availableTimeout, "Deployment "+name+" Available", func(ctx context.Context) (bool, error) {
+			d, err := kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range d.Status.Conditions {
+				if c.Type == "Available" && c.Status == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+
+	// The second step, once the stack is up: its CRDs are served, and an upgrade renders what
+	// waited for them.
+	crds, err := os.ReadFile(filepath.Join("testdata", "stack-crds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.InstallCRDs(ctx, crds); err != nil {
+		t.Fatal(err)
+	}
+	out, err = charttest.Run(t, "", helmEnv, helm, "upgrade", release, charttest.ChartDir(t), "--namespace", ns,
+		"--reuse-values", "--timeout", helmTimeout.String())
+	if err != nil {
+		t.Fatalf("helm upgrade --reuse-values once the stack's CRDs are there: %v", err)
+	}
+	if strings.Contains(out, deferredNote) {
+		t.Errorf("NOTES still defer values after the stack's CRDs are there:\n%s", out)
+	}
+	for gvr, names := range map[schema.GroupVersionResource][]string{
+		certificates:    {release + "-admission", release + "-nats-ca", release + "-nats"},
+		issuers:         {release + "-selfsigned", release + "-nats-ca"},
+		serviceMonitors: binaryNames(release),
+		prometheusRules: {release},
+	} {
+		for _, name := range names {
+			if _, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Errorf("%s %s after the upgrade: %v", gvr.Resource, name, err)
+			}
+		}
+	}
+	if args := admissionArgs(ctx, t, kc, ns, release); slices.Contains(args, "--webhook-configuration="+release) {
+		t.Errorf("with cert-manager, cainjector writes the CA, not the webhook; args %v", args)
+	}
+	vwc, err = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, release, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, want := vwc.Annotations["cert-manager.io/inject-ca-from"], ns+"/"+release+"-admission"; a != want {
+		t.Errorf("inject-ca-from %q after the upgrade, want %q", a, want)
+	}
+}
+
+func admissionArgs(ctx context.Context, t *testing.T, kc kubernetes.Interface, ns, release string) []string {
+	t.Helper()
+	d, err := kc.AppsV1().Deployments(ns).Get(ctx, release+"-admission", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Args
+}
+
+func binaryNames(release string) []string {
+	var names []string
+	for _, b := range v1alpha1.Binaries() {
+		names = append(names, release+"-"+b)
+	}
+	return names
+}
