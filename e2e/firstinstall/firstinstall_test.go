@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -22,7 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{Kwok: true}))
+	os.Exit(testenv.RunMain(m, testenv.Options{Kwok: true, SkipOperatorCRDs: true}))
 }
 
 // Named timeouts: helm waits for the setup Job (a hook kwok completes) and creates about 90
@@ -60,6 +62,18 @@ func TestRecommendedValuesInstallOnAFreshClusterThenTakeTheStacksAPIs(t *testing
 		if g.Name == certificates.Group || g.Name == serviceMonitors.Group {
 			t.Fatalf("the fresh API server already serves %s", g.Name)
 		}
+	}
+
+	// Argo CD is there (docs/install.md, "Before you install"): its CRDs (testenv's) and namespace.
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The recommended values spread replicas over zones (DoNotSchedule), as a cloud's nodes are
+	// labelled; kwok's node gets the label a real one has.
+	zone := `{"metadata":{"labels":{"topology.kubernetes.io/zone":"zone-a"}}}`
+	if _, err := kc.CoreV1().Nodes().Patch(ctx, env.NodeName, types.MergePatchType, []byte(zone), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	helm := charttest.Tool(t, "helm")
