@@ -55,6 +55,11 @@ func start(t *testing.T, name string, args ...string) *binary {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = out.Close() })
+	t.Cleanup(func() { // after the kill below: the binaries are race-built
+		for _, r := range servicetest.RaceReports([]byte(b.output())) {
+			t.Errorf("DATA RACE in %s's output:\n%s", name, r)
+		}
+	})
 	args = append(args, "--health-addr="+b.health, "--metrics-addr="+servicetest.FreeAddr(t), "--log-format=json", "--log-level=debug")
 	b.cmd = exec.Command(filepath.Join(binDir, name), args...)
 	b.cmd.Stdout, b.cmd.Stderr = out, out

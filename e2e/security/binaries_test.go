@@ -97,6 +97,9 @@ func startBinary(t *testing.T, name string, args ...string) *lockedBuffer {
 				_ = cmd.Process.Kill()
 				t.Errorf("%s did not stop within %s of SIGTERM", name, stopTimeout)
 			}
+			for _, r := range servicetest.RaceReports([]byte(out.String())) { // race-built binaries
+				t.Errorf("DATA RACE in %s's output:\n%s", name, r)
+			}
 		})
 	}
 	t.Cleanup(stop)

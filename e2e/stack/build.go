@@ -8,12 +8,14 @@ import (
 	"strings"
 )
 
-// EnvBinDir names a folder holding the built binaries (make sets it to bin/ after make build).
+// EnvBinDir names a folder holding the built binaries (make test and make e2e set it to bin/race,
+// their race-built binaries).
 const EnvBinDir = "AICR_BIN_DIR"
 
 // BuildBinaries builds the five binaries and kubectl-aicr into dir with the go command, from the
-// repository root found above the working directory. It is what the e2e suite does when
-// AICR_BIN_DIR is not set.
+// repository root found above the working directory, with the race detector (as make test's
+// bin/race; cgo on, which needs gcc): the tests fail on any race report in a process's log. It
+// is what the e2e suite does when AICR_BIN_DIR is not set.
 func BuildBinaries(dir string) error {
 	root, err := ChartsDir()
 	if err != nil {
@@ -24,11 +26,12 @@ func BuildBinaries(dir string) error {
 	for _, b := range Binaries {
 		pkgs = append(pkgs, "./"+b)
 	}
-	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+	cmd := exec.Command("go", append([]string{"build", "-race", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
+		return fmt.Errorf("go build -race %s: %w\n%s", strings.Join(pkgs, " "), err, out)
 	}
 	return nil
 }

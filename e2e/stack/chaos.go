@@ -605,7 +605,10 @@ func (s *Stack) StartAPIServer(ctx context.Context) error {
 func (s *Stack) AuditLog() string { return s.Env.LogPath(testenv.ProcAPIServer) }
 
 // LogPath is the log file of a process the stack started (an instance or a nats-server).
-func (s *Stack) LogPath(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
+func (s *Stack) LogPath(name string) string { return filepath.Join(s.LogsDir(), name+".log") }
+
+// LogsDir is the folder of every process's log, the environment's and the stack's: <name>.log.
+func (s *Stack) LogsDir() string { return filepath.Join(s.Dir, "logs") }
 
 // Signal sends sig to a process the stack started (SIGSTOP and SIGCONT pause and resume it).
 func (s *Stack) Signal(name string, sig syscall.Signal) error {

@@ -453,8 +453,9 @@ func (s *Stack) StopBinary(binary string, kill bool) error {
 	}
 }
 
-// Down stops the binaries, NATS and the environment.
-func (s *Stack) Down() error {
+// StopBinaries stops every instance of the five binaries with SIGTERM, in reverse start order,
+// and leaves the rest of the stack (and the logs) in place. Down does it first.
+func (s *Stack) StopBinaries() error {
 	var errs []error
 	for i := len(Binaries) - 1; i >= 0; i-- {
 		for _, name := range s.Instances(Binaries[i]) {
@@ -462,6 +463,15 @@ func (s *Stack) Down() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// Down stops the binaries, NATS and the environment.
+func (s *Stack) Down() error {
+	var errs []error
+	if err := s.StopBinaries(); err != nil {
+		errs = append(errs, err)
 	}
 	s.stopCredentials()
 	for _, name := range s.NATSNodes() { // the nats-server processes of a chaos stack

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -56,8 +58,22 @@ func Main(m *testing.M, o stack.Options) int {
 	}
 	current = s
 	code := m.Run()
+	// The binaries' shutdown is audited too: stop them before the logs are read.
+	if err := s.StopBinaries(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: stop the binaries:", err)
+		code = 1
+	}
+	found, err := unreported(s)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: race audit:", err)
+		code = 1
+	}
+	for _, r := range found {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n(outside every test: at the stack's start, between tests or at its stop)\n", r)
+		code = 1
+	}
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "e2e: logs of every process are in %s/logs (kept with AICR_KEEP_TESTENV=1)\n", s.Dir)
+		fmt.Fprintf(os.Stderr, "e2e: logs of every process are in %s (kept with AICR_KEEP_TESTENV=1)\n", s.LogsDir())
 	}
 	if err := s.Down(); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: stop the local stack:", err)
@@ -66,13 +82,71 @@ func Main(m *testing.M, o stack.Options) int {
 	return code
 }
 
-// Need returns the package's stack, skipping the test when the tools are missing.
+// Need returns the package's stack, skipping the test when the tools are missing. The test
+// fails when any process of the stack writes a race detector's report while it runs (the
+// binaries are race-built: make test, or BuildBinaries).
 func Need(t *testing.T) *stack.Stack {
 	t.Helper()
 	if current == nil {
 		t.Skip("the local stack is not running (tools missing)")
 	}
+	auditRaces(t, current)
 	return current
+}
+
+// races is what the race audit has seen: the reports a test failed for, so that Main reports
+// only the others, and the tests already audited.
+var races struct {
+	mu       sync.Mutex
+	reported map[raceAt]bool
+	audited  map[*testing.T]bool
+}
+
+type raceAt struct {
+	log    string
+	offset int64
+}
+
+// auditRaces fails t, when it ends, with every race report the stack's processes wrote into
+// their logs since now. Tests of one package that run in parallel share the stack: each fails
+// with the reports of its time.
+func auditRaces(t *testing.T, s *stack.Stack) {
+	races.mu.Lock()
+	defer races.mu.Unlock()
+	if races.audited[t] {
+		return
+	}
+	if races.audited == nil {
+		races.audited, races.reported = map[*testing.T]bool{}, map[raceAt]bool{}
+	}
+	races.audited[t] = true
+	mark := servicetest.LogMarkOf(s.LogsDir())
+	t.Cleanup(func() {
+		found, err := servicetest.RacesSince(s.LogsDir(), mark)
+		if err != nil {
+			t.Errorf("race audit: %v", err)
+		}
+		races.mu.Lock()
+		defer races.mu.Unlock()
+		for _, r := range found {
+			races.reported[raceAt{r.Log, r.Offset}] = true
+			t.Errorf("%v", r)
+		}
+	})
+}
+
+// unreported returns the race reports in the stack's logs that no test failed for.
+func unreported(s *stack.Stack) ([]servicetest.LogRace, error) {
+	found, err := servicetest.RacesSince(s.LogsDir(), nil)
+	races.mu.Lock()
+	defer races.mu.Unlock()
+	var out []servicetest.LogRace
+	for _, r := range found {
+		if !races.reported[raceAt{r.Log, r.Offset}] {
+			out = append(out, r)
+		}
+	}
+	return out, err
 }
 
 // RolledOut applies the bundle and the runtime spec and waits for Ready=True/RolledOut.
