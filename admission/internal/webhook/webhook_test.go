@@ -366,3 +366,131 @@ func TestListenRequiresTLS12(t *testing.T) {
 		t.Error("Listen with MinVersion TLS 1.0 = nil error; want refused")
 	}
 }
+
+// FuzzApplicationWrites checks two safety properties of Application writes against an oracle
+// written from docs/admission.md, not from admission/internal/rules: for any operation, writer,
+// labels, finalizers, annotation and spec the fuzzer picks,
+//
+//   - the operator never writes an armed Application (application-finalizer): a CREATE or UPDATE
+//     by an operator identity whose new or stored object carries
+//     resources-finalizer.argocd.argoproj.io, or its DELETE of a stored object that does, without
+//     the operator.aicr.run/delete-rollout annotation, is denied;
+//   - no identity but the operator's writes an owned Application's spec unannounced
+//     (application-managed-by): a CREATE of an Application labelled
+//     app.kubernetes.io/managed-by=aicr-operator, or an UPDATE of one (labelled before and after)
+//     that changes its spec, by anyone else (look-alikes of the operator's username included) is
+//     denied or answered with a warning naming the label; the operator forces such a spec back.
+//
+// Every answer is a well-formed 200 to the request it was sent for. FuzzAdmissionReview fuzzes
+// the bytes; this target fuzzes the meaning.
+func FuzzApplicationWrites(f *testing.F) {
+	f.Add(uint8(1), uint8(0), false, false, false, true, "", "https://charts.example.com", "1.0.0", "https://charts.example.com", "1.0.0")
+	f.Add(uint8(1), uint8(1), true, true, false, false, "", "https://charts.example.com", "1.0.0", "https://charts.example.com", "1.0.1")
+	f.Add(uint8(0), uint8(1), true, true, false, false, "", "", "", "oci://registry.example.com/charts", "2.0.0")
+	f.Add(uint8(2), uint8(0), true, true, true, false, "", "https://charts.example.com", "1.0.0", "", "")
+	f.Add(uint8(1), uint8(4), true, true, false, false, "", "https://charts.example.com", "1.0.0", "https://evil.example.com", "1.0.0")
+	f.Add(uint8(1), uint8(0), true, true, true, true, "rollout-1", "https://charts.example.com", "1.0.0", "https://charts.example.com", "1.0.0")
+	f.Add(uint8(1), uint8(5), true, true, false, false, "", "https://charts.example.com", "1.0.0", "https://charts.example.com", "9.9.9")
+	f.Add(uint8(0), uint8(6), false, true, false, false, "", "", "", "https://charts.example.com", "1.0.0")
+	h, _, _ := newHandler(f)
+	f.Fuzz(func(t *testing.T, opN, whoN uint8, oldLabelled, newLabelled, oldFinalizer, newFinalizer bool,
+		annotation, oldRepo, oldRev, newRepo, newRev string) {
+		ops := []admissionv1.Operation{admissionv1.Create, admissionv1.Update, admissionv1.Delete}
+		op := ops[int(opN)%len(ops)]
+		writers := []string{
+			applier, // the only operator identity newHandler configures
+			"alice@example.com",
+			"system:serviceaccount:argocd:argocd-application-controller",
+			"",
+			applier + " ", // look-alikes are someone else
+			strings.ToUpper(applier),
+			"system:serviceaccount:aicr-system:aicr-operator-applier2",
+		}
+		who := writers[int(whoN)%len(writers)]
+		operator := who == applier
+
+		app := func(labelled, finalizer bool, repo, rev string) map[string]any {
+			meta := map[string]any{"name": "gpu-operator", "namespace": "argocd"}
+			if labelled {
+				meta["labels"] = map[string]any{"app.kubernetes.io/managed-by": "aicr-operator"}
+			}
+			if finalizer {
+				meta["finalizers"] = []any{"resources-finalizer.argocd.argoproj.io"}
+			}
+			if annotation != "" {
+				meta["annotations"] = map[string]any{"operator.aicr.run/delete-rollout": annotation}
+			}
+			return map[string]any{
+				"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": meta,
+				"spec": map[string]any{
+					"project":     "default",
+					"source":      map[string]any{"repoURL": repo, "targetRevision": rev, "chart": "gpu-operator"},
+					"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "gpu-operator"},
+				},
+			}
+		}
+		raw := func(obj map[string]any) runtime.RawExtension {
+			data, err := json.Marshal(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return runtime.RawExtension{Raw: data}
+		}
+		req := &admissionv1.AdmissionRequest{
+			UID:       "fuzz-1",
+			Kind:      metav1.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"},
+			Resource:  metav1.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"},
+			Operation: op,
+			UserInfo:  authenticationv1.UserInfo{Username: who},
+			Namespace: "argocd", Name: "gpu-operator",
+		}
+		if op != admissionv1.Delete {
+			req.Object = raw(app(newLabelled, newFinalizer, newRepo, newRev))
+		}
+		if op != admissionv1.Create {
+			req.OldObject = raw(app(oldLabelled, oldFinalizer, oldRepo, oldRev))
+		}
+		body, err := json.Marshal(admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: req})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		rec := post(h, body, "application/json")
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d for a well-formed review: %s", rec.Code, rec.Body)
+		}
+		var got admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Response == nil || got.Response.UID != req.UID {
+			t.Fatalf("answer %s (%v) does not answer request %s", rec.Body, err, req.UID)
+		}
+		resp := got.Response
+		warned := false
+		for _, w := range resp.Warnings {
+			if strings.Contains(w, "app.kubernetes.io/managed-by") {
+				warned = true
+			}
+		}
+
+		// The oracle.
+		armed := false
+		switch op {
+		case admissionv1.Create:
+			armed = newFinalizer
+		case admissionv1.Update:
+			armed = newFinalizer || oldFinalizer
+		case admissionv1.Delete:
+			armed = oldFinalizer
+		}
+		if operator && armed && annotation == "" && resp.Allowed {
+			t.Fatalf("the operator's %s of an Application carrying the resources finalizer without a delete-rollout annotation was allowed (old finalizer %v, new %v)",
+				op, oldFinalizer, newFinalizer)
+		}
+		specChanged := oldRepo != newRepo || oldRev != newRev
+		owned := (op == admissionv1.Create && newLabelled) || (op == admissionv1.Update && oldLabelled && newLabelled && specChanged)
+		if !operator && owned && resp.Allowed && !warned {
+			t.Fatalf("%q's %s of the spec of an Application labelled managed-by aicr-operator was allowed without a warning naming the label (warnings %q)",
+				who, op, resp.Warnings)
+		}
+	})
+}
