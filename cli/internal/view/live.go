@@ -141,8 +141,8 @@ func RolloutScreen(ro *v1alpha1.RuntimeRollout, now time.Time, st style.Style) [
 						fs = string(v1alpha1.StepFailed)
 					}
 					fl := indent + st.State(fs, fenceMark(f.State)+" "+style.Escape(f.Name))
-					if f.Message != "" {
-						fl += ": " + style.Escape(f.Message)
+					if msg := fenceMessage(f); msg != "" {
+						fl += ": " + style.Escape(msg)
 					}
 					out = append(out, fl)
 				}

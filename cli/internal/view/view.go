@@ -92,8 +92,8 @@ func Describe(w io.Writer, ro *v1alpha1.RuntimeRollout, now time.Time) error {
 			fmt.Fprintf(w, "    verdict: %s (observed %s)\n", ready, stamp(v.ObservedAt, now))
 			for _, f := range v.Fences {
 				fmt.Fprintf(w, "      %s %-17s %s", fenceMark(f.State), f.Name, f.State)
-				if f.Message != "" {
-					fmt.Fprintf(w, ": %s", f.Message)
+				if msg := fenceMessage(f); msg != "" {
+					fmt.Fprintf(w, ": %s", msg)
 				}
 				fmt.Fprintln(w)
 			}
@@ -122,12 +122,8 @@ func DescribeReleases(w io.Writer, rt *v1alpha1.ClusterRuntime, now time.Time) e
 		fmt.Fprintf(w, "\n  %s (step %s): not ready since %s, observed %s\n", h.Release, orDash(h.Step, "-"), stamp(h.Since, now), stamp(h.ObservedAt, now))
 		for _, f := range h.Fences {
 			fmt.Fprintf(w, "      %s %-17s %s", fenceMark(f.State), f.Name, f.State)
-			switch {
-			case !v1alpha1.FenceJudged(f) && strings.HasPrefix(f.Message, v1alpha1.FenceNotJudged+": "):
-				// The guard's message again: said once, on the fence above.
-				fmt.Fprintf(w, ": %s (the cause is above)", v1alpha1.FenceNotJudged)
-			case f.Message != "":
-				fmt.Fprintf(w, ": %s", f.Message)
+			if msg := fenceMessage(f); msg != "" {
+				fmt.Fprintf(w, ": %s", msg)
 			}
 			fmt.Fprintln(w)
 		}
@@ -238,6 +234,16 @@ func Blocking(ro *v1alpha1.RuntimeRollout, now time.Time) []string {
 		out = append(out, ro.Status.Message)
 	}
 	return out
+}
+
+// fenceMessage is what a list of fences shows of f's message: a fence not judged because of the
+// guard (an edited Application) repeats the guard's message after "not judged: ", which the
+// fence before it already shows, so it says only that.
+func fenceMessage(f v1alpha1.Fence) string {
+	if !v1alpha1.FenceJudged(f) && strings.HasPrefix(f.Message, v1alpha1.FenceNotJudged+": ") {
+		return v1alpha1.FenceNotJudged + " (the cause is above)"
+	}
+	return f.Message
 }
 
 // openFences lists a verdict's fences that are not passed, with their messages; the fences

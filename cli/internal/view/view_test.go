@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+
+	"github.com/aicr-run/aicr-operator/cli/internal/style"
 )
 
 // describe lists the releases not ready since their rollout, with the open fences; a ready
@@ -73,6 +75,17 @@ func TestAHandEditIsSaidOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), cause); n != 1 || strings.Count(out.String(), "not judged (the cause is above)") != 4 {
-		t.Errorf("describe says the cause %d times, want once, and four fences not judged:\n%s", n, out.String())
+		t.Errorf("describe's releases say the cause %d times, want once, and four fences not judged:\n%s", n, out.String())
+	}
+	out.Reset()
+	if err := Describe(&out, ro, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), cause); n != 1 || strings.Count(out.String(), "not judged (the cause is above)") != 4 {
+		t.Errorf("describe's step says the cause %d times, want once, and four fences not judged:\n%s", n, out.String())
+	}
+	screen := strings.Join(RolloutScreen(ro, now, style.Style{}), "\n")
+	if n := strings.Count(screen, cause); n != 1 {
+		t.Errorf("the live screen says the cause %d times, want once:\n%s", n, screen)
 	}
 }
