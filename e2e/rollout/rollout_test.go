@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
@@ -74,8 +75,19 @@ func TestExampleBundleRollsOutInDependencyOrder(t *testing.T) {
 		if sp == nil || sp.Automated == nil || !stacktest.True(sp.Automated.Prune) || !stacktest.True(sp.Automated.SelfHeal) || sp.Automated.Enabled == nil || !*sp.Automated.Enabled {
 			t.Errorf("%s: automated sync policy %+v", c.Name, sp)
 		}
-		if sp != nil && (slices.Contains(sp.SyncOptions, "CreateNamespace=true") || !slices.Contains(sp.SyncOptions, "ServerSideApply=true")) {
+		if sp != nil && (slices.Contains(sp.SyncOptions, "CreateNamespace=true") || !slices.Contains(sp.SyncOptions, "ServerSideApply=true") ||
+			!slices.Contains(sp.SyncOptions, "RespectIgnoreDifferences=true")) {
 			t.Errorf("%s: sync options %v", c.Name, sp.SyncOptions)
+		}
+		// The retry and backoff values and the comparison exceptions as Argo CD holds them on
+		// the live Application, after its controller reconciled it (docs/argocd.md).
+		if sp == nil {
+			t.Errorf("%s: no sync policy", c.Name)
+		} else if d := cmp.Diff(appspec.Retry(), sp.Retry); d != "" {
+			t.Errorf("%s: retry (-want +live):\n%s", c.Name, d)
+		}
+		if d := cmp.Diff(appspec.IgnoreDifferences(), app.Spec.IgnoreDifferences); d != "" {
+			t.Errorf("%s: ignoreDifferences (-want +live):\n%s", c.Name, d)
 		}
 		if slices.Contains(app.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
 			t.Errorf("%s: carries the resources finalizer outside a Remove step", c.Name)
