@@ -23,6 +23,9 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: aicr-operator
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{/* Selector labels of one component: dict "root" $ "component" "planner" */}}
@@ -115,15 +118,10 @@ helm.sh/resource-policy: keep
 argocd.argoproj.io/sync-options: Prune=false
 {{- end -}}
 
-{{/* Container security context of every container: non-root, read-only, nothing extra. */}}
+{{/* Container security context of every container (containerSecurityContext; by default
+non-root, read-only, nothing extra). */}}
 {{- define "aicr.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.containerSecurityContext -}}
 {{- end -}}
 
 {{- define "aicr.podScheduling" -}}
