@@ -210,7 +210,7 @@ func (h *harness) flags(binary string, healthPort, metricsPort int) ([]string, e
 	}
 	switch binary {
 	case "planner":
-		return append(common, elect, "--engine-namespace="+engineNamespace), nil
+		return append(common, elect, "--engine-namespace="+engineNamespace, "--engine-project="+project, "--registry-repository="+repository), nil
 	case "applier":
 		return append(common, "--engine-namespace="+engineNamespace, "--engine-project="+project, "--registry-repository="+repository), nil
 	case "readiness":

@@ -284,7 +284,8 @@ func (s *Stack) Flags(instance string, healthPort, metricsPort int) ([]string, e
 	var own []string
 	switch binary {
 	case v1alpha1.BinaryPlanner:
-		own = []string{"--operator-identities=" + operatorIdentities(), "--engine-namespace=" + EngineNamespace, "--repo-creds-secret=" + RepoCredsSecret, "--leader-elect"}
+		own = []string{"--operator-identities=" + operatorIdentities(), "--engine-namespace=" + EngineNamespace, "--repo-creds-secret=" + RepoCredsSecret, "--leader-elect",
+			"--engine-project=" + Project, "--registry-repository=" + s.Repository}
 	case v1alpha1.BinaryApplier:
 		own = []string{"--engine-namespace=" + EngineNamespace, "--engine-project=" + Project, "--registry-repository=" + s.Repository, "--workers=8"}
 	case v1alpha1.BinaryReadiness:

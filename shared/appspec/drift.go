@@ -169,6 +169,23 @@ func Detect(live, desired *argoapp.Application) Drift {
 // annotationsPath prefixes the field path of an annotation.
 const annotationsPath = ".metadata.annotations."
 
+// TakenOver reports whether another field manager took a plan-decided annotation over from the
+// operator's apply: someone else owns it and the operator's apply no longer does.
+func TakenOver(live *argoapp.Application, annotation string) bool {
+	path := annotationsPath + annotation
+	ours, theirs := false, false
+	for _, e := range live.ManagedFields {
+		switch {
+		case e.Manager == v1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply:
+			ours = ours || fieldLeaves(e.FieldsV1)[path]
+		case operatorManager(e.Manager):
+		default:
+			theirs = theirs || fieldLeaves(e.FieldsV1)[path]
+		}
+	}
+	return theirs && !ours
+}
+
 // touches reports whether path is one of paths, or inside or above one of them.
 func touches(path string, paths []string) bool {
 	for _, p := range paths {

@@ -266,3 +266,29 @@ func TestTrimManagedFieldsKeepsWhatDetectReads(t *testing.T) {
 		t.Errorf("drift on the trimmed Application %+v, want the step annotation taken over", d)
 	}
 }
+
+func TestTakenOver(t *testing.T) {
+	entry := func(manager string, op metav1.ManagedFieldsOperationType, annotation string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:` + annotation + `":{}}}}`)}}
+	}
+	ours := entry(v1alpha1.FieldManager, metav1.ManagedFieldsOperationApply, v1alpha1.AnnotationPlanDigest)
+	theirs := entry("kubectl-annotate", metav1.ManagedFieldsOperationUpdate, v1alpha1.AnnotationPlanDigest)
+	tests := map[string]struct {
+		entries []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		"the operator's apply alone":                 {entries: []metav1.ManagedFieldsEntry{ours}},
+		"another manager alone":                      {entries: []metav1.ManagedFieldsEntry{theirs}, want: true},
+		"both":                                       {entries: []metav1.ManagedFieldsEntry{ours, theirs}},
+		"another manager of another annotation":      {entries: []metav1.ManagedFieldsEntry{entry("x", metav1.ManagedFieldsOperationUpdate, v1alpha1.AnnotationStep)}},
+		"the operator's own patch manager is no one": {entries: []metav1.ManagedFieldsEntry{entry(v1alpha1.FieldManager, metav1.ManagedFieldsOperationUpdate, v1alpha1.AnnotationPlanDigest)}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			app := &argoapp.Application{ObjectMeta: metav1.ObjectMeta{ManagedFields: tc.entries}}
+			if got := TakenOver(app, v1alpha1.AnnotationPlanDigest); got != tc.want {
+				t.Errorf("TakenOver = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

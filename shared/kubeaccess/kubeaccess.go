@@ -88,6 +88,8 @@ func Needs(binary string) []Need {
 				Why: "Events about the ClusterRuntime and its RuntimeRollouts, recorded in the operator namespace (client-go's recorder patches the count of a repeated one)"},
 			{Group: "", Resource: "secrets", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameRepoCredsSecret},
 				Why: "read the repo-creds Secret at each pull of a spec.bundle.oci bundle: the registry credentials, a refreshed token included"},
+			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"list", "watch"}, Scope: Engine,
+				Why: "the informer of owned Applications the drift checks read (it never writes one)"},
 		}, leader(binary)...)
 	case v1alpha1.BinaryApplier:
 		return []Need{

@@ -9,10 +9,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/controller"
@@ -21,6 +23,8 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/service"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -52,7 +56,17 @@ type Options struct {
 	// RepoCredsSecret is --repo-creds-secret: the repo-creds Secret in --engine-namespace whose
 	// credentials spec.bundle.oci bundles are pulled with.
 	RepoCredsSecret string
+	// EngineProject is --engine-project and RegistryRepository --registry-repository: what an
+	// owned Application must say (appspec.Settings), for the drift checks.
+	EngineProject      string
+	RegistryRepository string
+	// DriftResync is --drift-resync: how often every release is checked for drift anyway.
+	DriftResync time.Duration
 }
+
+// MaxDriftResync bounds --drift-resync: past it an edit whose every hint was lost stands too
+// long for the promise that the operator forces its fields back.
+const MaxDriftResync = 10 * time.Minute
 
 // DefaultRepoCredsSecret is the chart's registry.auth.repoCredsSecret default.
 const DefaultRepoCredsSecret = "aicr-registry"
@@ -67,6 +81,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", 2, "runtimes reconciled at once")
 	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", DefaultRepoCredsSecret,
 		"the repo-creds Secret in --engine-namespace (registry.auth.repoCredsSecret): the credentials spec.bundle.oci bundles are pulled with, read at each pull")
+	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
+	fs.StringVar(&o.RegistryRepository, "registry-repository", "",
+		"registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository; required: drift is reconciled by comparing each owned Application with what its plan renders)")
+	fs.DurationVar(&o.DriftResync, "drift-resync", controller.DefaultDriftResync,
+		"how often every owned Application is checked for drift even when nothing reported any (1s to 10m): the longest an edit stands when every report of it was lost")
 }
 
 // Validate checks the flags.
@@ -78,6 +97,14 @@ func (o *Options) Validate() error {
 	if o.Workers < 1 || o.Workers > 64 {
 		errs = append(errs, fmt.Sprintf("--workers %d: use 1 to 64", o.Workers))
 	}
+	if o.DriftResync < time.Second || o.DriftResync > MaxDriftResync {
+		errs = append(errs, fmt.Sprintf("--drift-resync %s: use 1s to %s", o.DriftResync, MaxDriftResync))
+	}
+	if o.RegistryRepository == "" {
+		errs = append(errs, "--registry-repository is required: the registry path holding charts/ and wrappers/, such as registry.example.com/aicr (the planner renders each Application's plan from it to find drift)")
+	} else if err := o.settings().Validate(); err != nil {
+		errs = append(errs, "--registry-repository / --engine-project: "+err.Error())
+	}
 	if msgs := validation.IsDNS1123Subdomain(o.RepoCredsSecret); len(msgs) > 0 {
 		errs = append(errs, fmt.Sprintf("--repo-creds-secret %q: a Secret name is required (%s)", o.RepoCredsSecret, strings.Join(msgs, "; ")))
 	}
@@ -88,6 +115,11 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("invalid flags: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// settings are what an owned Application must say.
+func (o *Options) settings() appspec.Settings {
+	return appspec.Settings{EngineNamespace: o.EngineNamespace, Project: o.EngineProject, Repository: o.RegistryRepository}
 }
 
 // Identities returns the operator's own identities: --operator-identities, or when it names none
@@ -118,6 +150,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	argo, err := argoapp.NewForConfig(base.Kube)
+	if err != nil {
+		return fmt.Errorf("create argo cd client: %w", err)
+	}
+	owned := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}).String()
 	recorder, stopEvents := controller.NewRecorder(base.KubeClient, o.Identity)
 	metrics := controller.NewMetrics(base.Metrics)
 	defer stopEvents()
@@ -148,7 +185,8 @@ func Run(ctx context.Context, o Options) error {
 			ctrl := controller.New(controller.Config{
 				Name: Name, Namespace: o.Namespace, EngineNamespace: o.EngineNamespace,
 				Identities: o.Identities(), Workers: o.Workers, Recorder: recorder, Metrics: metrics,
-				Bundles: bundles,
+				Bundles: bundles, Applications: argo.Applications(o.EngineNamespace).ListWatch(owned),
+				Settings: o.settings(), DriftResync: o.DriftResync,
 			}, kube, base.Publisher())
 			ctrl.Restore(lctx, func(ctx context.Context, subject string) (*dispatch.Message, error) {
 				return dispatch.Last(ctx, base.JS, bus.StreamEvents, subject)

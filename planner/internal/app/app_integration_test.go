@@ -37,7 +37,7 @@ func options(t *testing.T, env *testenv.Env, natsURL string) (Options, string) {
 	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
 	o.BindFlags(fs)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := fs.Parse([]string{"--kubeconfig", env.Kubeconfig, "--nats-url", natsURL, "--health-addr", addr, "--metrics-addr", "", "--namespace", "aicr-system", "--log-level", "warn"}); err != nil {
+	if err := fs.Parse([]string{"--kubeconfig", env.Kubeconfig, "--nats-url", natsURL, "--health-addr", addr, "--metrics-addr", "", "--namespace", "aicr-system", "--log-level", "warn", "--registry-repository", "registry.example.com/aicr"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {

@@ -82,3 +82,37 @@ func TestValidateIdentities(t *testing.T) {
 		t.Errorf("Validate() = %v, want the name with white space quoted", err)
 	}
 }
+
+// TestValidateDriftFlags proves the drift check's flags are refused with the flag named and
+// what is accepted, and accepted within bounds.
+func TestValidateDriftFlags(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		want string // "" for valid
+	}{
+		"the defaults with a repository": {args: []string{"--registry-repository=registry.example.com/aicr"}},
+		"no repository":                  {args: nil, want: "--registry-repository is required"},
+		"a repository with a scheme":     {args: []string{"--registry-repository=https://r.example.com/aicr"}, want: "only oci:// is supported"},
+		"a resync below a second":        {args: []string{"--registry-repository=r.example.com/a", "--drift-resync=500ms"}, want: "--drift-resync 500ms: use 1s to 10m0s"},
+		"a resync above ten minutes":     {args: []string{"--registry-repository=r.example.com/a", "--drift-resync=11m"}, want: "--drift-resync 11m0s: use 1s to 10m0s"},
+		"a resync of a minute":           {args: []string{"--registry-repository=r.example.com/a", "--drift-resync=1m"}},
+		"an empty engine project":        {args: []string{"--registry-repository=r.example.com/a", "--engine-project="}, want: "engine project is required"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+			var o Options
+			o.BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Validate() = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
@@ -60,6 +61,15 @@ type Config struct {
 	// Bundles pulls OCI bundles (spec.bundle.oci); a runtime naming one is BundleUnavailable
 	// when nil.
 	Bundles BundlePuller
+	// Applications lists and watches the owned Applications (label-selected, in the engine
+	// namespace: argoapp's ListWatch). When set, drift is reconciled from state (drift.go):
+	// readiness's reports are hints. When nil, each report's content decides.
+	Applications cache.ListerWatcher
+	// Settings render what an Application must be (appspec.Build), for the drift checks.
+	Settings appspec.Settings
+	// DriftResync is how often every release is checked for drift anyway (DefaultDriftResync
+	// when zero).
+	DriftResync time.Duration
 }
 
 // Controller makes the planner's decisions for every ClusterRuntime.
@@ -79,9 +89,12 @@ type Controller struct {
 	published map[string]bool       // message IDs published by this process
 	engine    *bus.EngineStatus
 	creds     *bus.CredentialsStatus
-	engineSeq uint64          // the stream sequence of the engine report held (handleEngine)
-	credsSeq  uint64          // and of the credentials report
-	names     func() []string // runtime names known to the informer, once Run started it
+	engineSeq uint64              // the stream sequence of the engine report held (handleEngine)
+	credsSeq  uint64              // and of the credentials report
+	names     func() []string     // runtime names known to the informer, once Run started it
+	overrides map[string]override // Events of writes that force drift back, by command ID, until answered
+
+	drift *appDrift // the level-triggered drift loop; nil without Config.Applications
 }
 
 type resolution struct {
@@ -111,6 +124,9 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	if cfg.Resync == 0 {
 		cfg.Resync = 10 * time.Minute
 	}
+	if cfg.DriftResync <= 0 {
+		cfg.DriftResync = DefaultDriftResync
+	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = discard{}
 	}
@@ -124,8 +140,12 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	cs := newCachedStore(store)
 	runtimes := cs.cachedRuntimes
 	cfg.Metrics.runtimes.Store(&runtimes)
+	var drift *appDrift
+	if cfg.Applications != nil {
+		drift = newAppDrift(cfg.Applications, cfg.Clock.Now())
+	}
 	return &Controller{
-		cfg: cfg, store: newStepStore(cs, cfg.Namespace), cache: cs, pub: pub, queue: q,
+		cfg: cfg, store: newStepStore(cs, cfg.Namespace), cache: cs, pub: pub, queue: q, drift: drift, overrides: map[string]override{},
 		plans: plan.NewCache(func(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 			return cs.GetConfigMap(ctx, cfg.Namespace, name)
 		}, plan.DefaultCacheSize),
@@ -168,6 +188,9 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 	updateRuntime := func(old, obj any) {
 		if !sameGeneration(old, obj) {
 			enqueueRuntime(obj)
+			if rt, ok := obj.(*v1alpha1.ClusterRuntime); ok {
+				c.checkRuntime(rt.Name) // its spec decides what the releases must be
+			}
 			return
 		}
 		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
@@ -210,6 +233,11 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 		return nil // stopped before the caches synced
 	}
 	log.Info().Msg("caches synced")
+	if c.drift != nil {
+		if err := c.runDrift(ctx, &wg); err != nil {
+			return err
+		}
+	}
 	for range c.cfg.Workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.work(ctx) }()
@@ -237,6 +265,18 @@ func sameGeneration(old, obj any) bool {
 }
 
 func (c *Controller) updateRollout(old, obj any) {
+	if o, ok := old.(*v1alpha1.RuntimeRollout); ok {
+		if r, ok := obj.(*v1alpha1.RuntimeRollout); ok && r.Spec.Runtime != "" {
+			// What a release must be changes when its step or the rollout ends.
+			releases, ended := stepEnds(o, r)
+			if ended {
+				c.checkRuntime(r.Spec.Runtime)
+			}
+			for _, rel := range releases {
+				c.checkRelease(r.Spec.Runtime, rel)
+			}
+		}
+	}
 	if !sameGeneration(old, obj) {
 		c.enqueueRollout(obj)
 		return

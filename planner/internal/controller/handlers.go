@@ -60,6 +60,7 @@ func (c *Controller) handleResult(ctx context.Context, m *dispatch.Message) erro
 	if err := m.Decode(&res); err != nil {
 		return err
 	}
+	c.overridden(ctx, &res)
 	name, _, ok := rollout.ParseStepID(res.Step.ID)
 	if !ok {
 		switch {
@@ -146,16 +147,23 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOn
 	return nil
 }
 
-// handleDrift takes readiness's drift news. With no rollout in flight the fields are forced
-// back at once (FieldOwnershipOverridden); during a rollout, rollout.ObserveDrift decides.
+// handleDrift takes readiness's drift news. With the level-triggered loop running (an
+// Application informer: Config.Applications) a report is a hint: it queues a check of the
+// release, which decides from the live Application and what the release must be, so a report
+// lost, repeated or out of order changes nothing. Without it the report's content decides, as
+// a check would (decideDrift).
 func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error {
 	var d bus.DriftReport
 	if err := m.Decode(&d); err != nil {
 		return err
 	}
+	if c.drift != nil {
+		c.checkRelease(d.Runtime, d.Release)
+		return nil
+	}
 	unlock := c.locks.lock(d.Runtime)
 	defer unlock()
-	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, d.Runtime).Str(logging.KeyRelease, d.Release).Logger())
+	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, d.Runtime).Logger())
 	rt, err := c.store.GetRuntime(ctx, d.Runtime)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -166,9 +174,6 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 	if rt.DeletionTimestamp != nil {
 		return nil // the stack is being removed or left: nothing to repair
 	}
-	if rt.Spec.SuspendEngine {
-		d.Kinds = slices.DeleteFunc(slices.Clone(d.Kinds), func(k string) bool { return k == bus.DriftAutoSyncDisabled })
-	}
 	tag := d.ResourceVersion
 	if tag == "" {
 		sum := sha256.Sum256([]byte(m.ID))
@@ -178,82 +183,144 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 	if err != nil {
 		return fmt.Errorf("list rollouts of %s: %w", d.Runtime, err)
 	}
-	var inflight *v1alpha1.RuntimeRollout
-	for i := range rollouts {
-		if !rollout.Terminal(rollouts[i].Status.Phase) && rollouts[i].Status.Phase != "" && rollouts[i].Spec.RuntimeUID == string(rt.UID) {
-			inflight = &rollouts[i]
-			break
-		}
+	inflight := inFlightOf(rt, rollouts)
+	// Forced back to the plan it was last written from: never to the active plan's chart and
+	// values over a release a rollout that did not reach its plan had moved.
+	h, err := c.holding(ctx, rt, rt.Status.ActivePlan, rollouts, nil)
+	if err != nil {
+		return err
+	}
+	_, err = c.decideDrift(ctx, rt, rollouts, inflight, &d, h.Digests[d.Release], tag)
+	return err
+}
+
+// decideDrift acts on the drift of one release, observed (tag names the observation): with no
+// rollout in flight its fields are forced back from digest, the plan it must be at (none: not
+// part of the stack); during a rollout, rollout.ObserveDrift decides. It returns the rollout in
+// flight as it is now. The caller holds the runtime's lock.
+func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout, inflight *v1alpha1.RuntimeRollout, d *bus.DriftReport, digest, tag string) (*v1alpha1.RuntimeRollout, error) {
+	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRelease, d.Release).Logger())
+	if rt.Spec.SuspendEngine {
+		d.Kinds = slices.DeleteFunc(slices.Clone(d.Kinds), func(k string) bool { return k == bus.DriftAutoSyncDisabled })
 	}
 	if inflight == nil {
-		if len(d.Kinds) == 0 || rt.Status.ActivePlan == "" {
-			return nil
+		if len(d.Kinds) == 0 || digest == "" {
+			return nil, nil
 		}
-		// Forced back to the plan it was last written from: never to the active plan's chart
-		// and values over a release a rollout that did not reach its plan had moved.
-		h, err := c.holding(ctx, rt, rt.Status.ActivePlan, rollouts, nil)
-		if err != nil {
-			return err
-		}
-		digest, ok := h.Digests[d.Release]
-		if !ok {
-			return nil // not part of the stack any more
-		}
-		return c.repair(ctx, rt, &d, digest, tag)
+		return nil, c.repair(ctx, rt, d, digest, tag)
 	}
 	var dec rollout.DriftDecision
 	now := c.cfg.Clock.Now()
 	r, _, err := c.advance(ctx, rt, inflight.Name, func(r *v1alpha1.RuntimeRollout) {
-		dec = rollout.ObserveDrift(r, &d, now)
+		dec = rollout.ObserveDrift(r, d, now)
 	})
 	if err != nil {
-		return err
+		return inflight, err
 	}
 	switch dec.Action {
 	case rollout.DriftRepair:
-		digest := dec.RepairDigest
-		if digest == "" { // a release with no step in this rollout: the plan it holds
+		repairFrom := dec.RepairDigest
+		if repairFrom == "" { // a release with no step in this rollout: the plan it holds
 			h, err := c.holding(ctx, rt, r.Spec.FromDigest, rollouts, r)
 			if err != nil {
-				return err
+				return r, err
 			}
-			digest = h.Digests[d.Release]
+			repairFrom = h.Digests[d.Release]
 		}
-		if digest != "" {
-			return c.repair(ctx, rt, &d, digest, tag)
+		if repairFrom != "" {
+			if err := c.repair(ctx, rt, d, repairFrom, tag); err != nil {
+				return r, err
+			}
 		}
 	case rollout.DriftRepublish:
 		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) {
-			if err := c.publishStep(ctx, rt, r, s, "drift-"+tag); err != nil {
-				return err
-			}
+			attempt := "drift-" + tag
 			msg := fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
-			c.event(ctx, rt, corev1Normal, v1alpha1.EventFieldOwnershipOverridden, msg)
-			c.rolloutEvent(r, rollout.Event{Reason: v1alpha1.EventFieldOwnershipOverridden, Message: msg})
+			// Recorded once the applier's write succeeded (overridden), not now: it may refuse.
+			c.expectOverride(rollout.CommandID(rollout.StepID(r.Name, s.Index), attempt, r.UID), override{reason: v1alpha1.EventFieldOwnershipOverridden, msg: msg, rollout: r.Name})
+			if err := c.publishStep(ctx, rt, r, s, attempt); err != nil {
+				return r, err
+			}
 		}
 	}
-	c.queue.Add(d.Runtime)
-	return nil
+	c.queue.Add(rt.Name)
+	return r, nil
 }
 
-// repair forces a release's Application back to the plan it was written from.
+// repair forces a release's Application back to the plan it was written from. The Event that
+// says so (FieldOwnershipOverridden, or ApplicationRewritten for a deleted one) is recorded
+// when the applier reports the write done (overridden), not when the command goes out: the
+// applier may refuse it (a foreign Application, the resources finalizer).
 func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d *bus.DriftReport, digest, tag string) error {
 	stepID := repairID(digest, tag)
-	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), stepID+"/"+d.Release,
+	id := stepID + "/" + d.Release
+	reason, msg := v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("Application %s was edited (%v; fields %v; managers %v); its fields are forced back", d.Release, d.Kinds, d.Fields, d.Managers)
+	if slices.Contains(d.Kinds, bus.DriftDeleted) {
+		reason, msg = EventApplicationRewritten, fmt.Sprintf("Application %s was deleted outside a Remove step; it is written again (its resources were kept)", d.Release)
+	}
+	c.expectOverride(id, override{reason: reason, msg: msg})
+	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), id,
 		bus.NewApplyCommand(rt.Name, string(rt.UID), bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
 			d.Release, v1alpha1.ActionApply, digest, rt.Spec.SuspendEngine))
 	if err != nil {
 		return err
 	}
 	if fresh {
-		reason, msg := v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("Application %s was edited (%v; fields %v; managers %v); its fields are forced back", d.Release, d.Kinds, d.Fields, d.Managers)
-		if slices.Contains(d.Kinds, bus.DriftDeleted) {
-			reason, msg = "ApplicationRewritten", fmt.Sprintf("Application %s was deleted outside a Remove step; it is written again (its resources were kept)", d.Release)
-		}
-		c.event(ctx, rt, corev1Warning, reason, msg)
-		logging.From(ctx).Info().Str(logging.KeyStep, stepID).Strs("kinds", d.Kinds).Msg("drift forced back")
+		logging.From(ctx).Info().Str(logging.KeyStep, stepID).Strs("kinds", d.Kinds).Strs("fields", d.Fields).Msg("drift found; forcing it back")
 	}
 	return nil
+}
+
+// EventApplicationRewritten is the Event of an owned Application written again after it was
+// deleted outside a Remove step.
+const EventApplicationRewritten = "ApplicationRewritten"
+
+// override is an Event kept until the applier reports the write that forces drift back.
+type override struct {
+	reason, msg string
+	// rollout, for a step's command published again, is the rollout the Event also goes to.
+	rollout string
+}
+
+// expectOverride keeps the Event of a write that forces drift back, by the command's message
+// ID, until the applier answers it (overridden). Bounded: a planner that restarts, or an
+// answer that never comes, loses only the Event.
+func (c *Controller) expectOverride(commandID string, o override) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.overrides) > 10000 {
+		c.overrides = map[string]override{}
+	}
+	c.overrides[commandID] = o
+}
+
+// overridden takes the Event kept for a command the applier answered: recorded when its write
+// succeeded (Written, Refreshed, SyncStarted), dropped when it refused.
+func (c *Controller) overridden(ctx context.Context, res *bus.ApplyResult) {
+	c.mu.Lock()
+	o, ok := c.overrides[res.CommandID]
+	delete(c.overrides, res.CommandID)
+	c.mu.Unlock()
+	if !ok || !writeDone(res.Outcome) {
+		return
+	}
+	rt, err := c.store.GetRuntime(ctx, res.Runtime)
+	if err != nil {
+		return
+	}
+	typ := corev1Warning
+	if o.rollout != "" {
+		typ = corev1Normal
+		if r, err := c.store.GetRollout(ctx, o.rollout); err == nil {
+			c.rolloutEvent(r, rollout.Event{Reason: o.reason, Message: o.msg})
+		}
+	}
+	c.event(ctx, rt, typ, o.reason, o.msg)
+}
+
+// writeDone reports whether an applier's outcome means its write of the Application succeeded.
+func writeDone(outcome string) bool {
+	return outcome == bus.OutcomeWritten || outcome == bus.OutcomeRefreshed || outcome == bus.OutcomeSyncStarted
 }
 
 // handleEngine takes readiness's news on Argo CD and re-evaluates every runtime. A report

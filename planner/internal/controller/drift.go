@@ -1,0 +1,330 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/aicr-run/aicr-operator/planner/internal/rollout"
+	"github.com/aicr-run/aicr-operator/servicekit/logging"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+)
+
+// DefaultDriftResync is how often every release of every runtime is checked for drift when
+// nothing else asked (--drift-resync): the bound on how long an edit stands when every hint of
+// it (an Application event the planner missed, readiness's report) was lost.
+const DefaultDriftResync = 30 * time.Second
+
+// driftKey is one drift check: a release of a runtime, or (release empty) every release.
+type driftKey struct{ runtime, release string }
+
+// appDrift is the planner's level-triggered drift loop: an informer on the owned Applications
+// (label-selected, in the engine namespace) and a queue of checks. A check reads the live
+// Application and what its release must be (rollout.ExpectedPlan), compares them with
+// appspec.Detect and decides as a report would (decideDrift). Checks are queued by Application
+// events, by the end of a step or a rollout, by a runtime's change, by readiness's drift
+// reports (hints) and every resync; a check of the same state decides the same and publishes
+// nothing new (the repair's message ID is derived from the Application's resourceVersion).
+type appDrift struct {
+	informer cache.SharedIndexInformer
+	queue    workqueue.TypedRateLimitingInterface[driftKey]
+	// gone remembers the UID of each Application the informer saw deleted, by name: a rewrite
+	// of a deleted Application is tagged with it, so the next deletion is news again.
+	mu   sync.Mutex
+	gone map[string]string
+	// epoch tags a rewrite of an Application deleted before this process saw it.
+	epoch string
+}
+
+func newAppDrift(lw cache.ListerWatcher, now time.Time) *appDrift {
+	inf := cache.NewSharedIndexInformer(lw, &argoapp.Application{}, 0, cache.Indexers{})
+	_ = inf.SetTransform(trimApplication) // only fails once the informer runs
+	return &appDrift{
+		informer: inf,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[driftKey](),
+			workqueue.TypedRateLimitingQueueConfig[driftKey]{Name: "drift"}),
+		gone:  map[string]string{},
+		epoch: strconv.FormatInt(now.Unix(), 36),
+	}
+}
+
+// trimApplication keeps of a cached Application what a drift check reads: its metadata (the
+// managedFields Detect reads) and spec; Argo CD's status, the largest part, is dropped.
+func trimApplication(obj any) (any, error) {
+	app, ok := obj.(*argoapp.Application)
+	if !ok {
+		return obj, nil
+	}
+	app.Status = argoapp.ApplicationStatus{}
+	app.Operation = nil
+	app.ManagedFields = appspec.TrimManagedFields(app.ManagedFields)
+	return app, nil
+}
+
+// runDrift starts the Application informer, the drift worker and the resync ticker. It does
+// not wait for the informer: without Argo CD's CRDs (EngineMissing) the list fails until they
+// appear, and every check waits for the cache to sync; the rest of the planner goes on.
+func (c *Controller) runDrift(ctx context.Context, wg *sync.WaitGroup) error {
+	d := c.drift
+	if _, err := d.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.appChanged,
+		UpdateFunc: func(old, obj any) {
+			if meaningfulChange(old, obj) {
+				c.appChanged(obj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if app, ok := obj.(*argoapp.Application); ok {
+				d.mu.Lock()
+				d.gone[app.Name] = string(app.UID)
+				d.mu.Unlock()
+			}
+			c.appChanged(obj)
+		},
+	}); err != nil {
+		return fmt.Errorf("add application event handler: %w", err)
+	}
+	wg.Add(3)
+	go func() { defer wg.Done(); d.informer.RunWithContext(ctx) }()
+	go func() {
+		defer wg.Done()
+		for c.driftWork(ctx) {
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		// Once the cache holds the Applications, check every release: a deleted Application
+		// has no event to tell of it.
+		if !cache.WaitForCacheSync(ctx.Done(), d.informer.HasSynced) {
+			return
+		}
+		tick := c.cfg.Clock.NewTicker(c.cfg.DriftResync)
+		defer tick.Stop()
+		for {
+			c.checkAll()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C():
+			}
+		}
+	}()
+	go func() { <-ctx.Done(); d.queue.ShutDown() }()
+	return nil
+}
+
+// meaningfulChange reports whether an Application update touched what drift compares: its
+// spec, labels, annotations, finalizers, deletion or field managers. Argo CD's status writes
+// at each refresh do not.
+func meaningfulChange(old, obj any) bool {
+	o, ok1 := old.(*argoapp.Application)
+	n, ok2 := obj.(*argoapp.Application)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.UID != n.UID || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+		!reflect.DeepEqual(o.Labels, n.Labels) || !reflect.DeepEqual(o.Annotations, n.Annotations) ||
+		!slices.Equal(o.Finalizers, n.Finalizers) || !reflect.DeepEqual(o.Spec, n.Spec) ||
+		!reflect.DeepEqual(o.ManagedFields, n.ManagedFields)
+}
+
+// appChanged queues a check of the Application's release.
+func (c *Controller) appChanged(obj any) {
+	if app, ok := obj.(*argoapp.Application); ok && app.Labels[v1alpha1.LabelRuntime] != "" {
+		c.checkRelease(app.Labels[v1alpha1.LabelRuntime], app.Name)
+	}
+}
+
+// checkRelease queues a drift check of one release (nothing when the loop is off).
+func (c *Controller) checkRelease(runtime, release string) {
+	if c.drift != nil {
+		c.drift.queue.Add(driftKey{runtime: runtime, release: release})
+	}
+}
+
+// checkRuntime queues a drift check of every release of a runtime.
+func (c *Controller) checkRuntime(runtime string) {
+	if c.drift != nil {
+		c.drift.queue.Add(driftKey{runtime: runtime})
+	}
+}
+
+// checkAll queues a drift check of every release of every runtime.
+func (c *Controller) checkAll() {
+	c.mu.Lock()
+	names := c.names
+	c.mu.Unlock()
+	for _, n := range names() {
+		c.checkRuntime(n)
+	}
+}
+
+func (c *Controller) driftWork(ctx context.Context) bool {
+	k, shutdown := c.drift.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.drift.queue.Done(k)
+	if err := c.reconcileDrift(ctx, k); err != nil && ctx.Err() == nil {
+		logging.From(ctx).Warn().Err(err).Str(logging.KeyRuntime, k.runtime).Str(logging.KeyRelease, k.release).Msg("drift check, will retry")
+		c.drift.queue.AddRateLimited(k)
+		return true
+	}
+	c.drift.queue.Forget(k)
+	return true
+}
+
+// reconcileDrift checks one release, or every release, of a runtime against what it must be,
+// under the runtime's lock, and decides what a report of the difference would decide.
+func (c *Controller) reconcileDrift(ctx context.Context, k driftKey) error {
+	if !c.drift.informer.HasSynced() {
+		return nil // the check after the sync covers it
+	}
+	unlock := c.locks.lock(k.runtime)
+	defer unlock()
+	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRuntime, k.runtime).Logger())
+	rt, err := c.store.GetRuntime(ctx, k.runtime)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get runtime %s: %w", k.runtime, err)
+	}
+	if rt.DeletionTimestamp != nil {
+		return nil // the stack is being removed or left: nothing to repair
+	}
+	rollouts, err := c.store.ListRollouts(ctx, k.runtime)
+	if err != nil {
+		return fmt.Errorf("list rollouts of %s: %w", k.runtime, err)
+	}
+	inflight := inFlightOf(rt, rollouts)
+	h, err := c.holding(ctx, rt, rt.Status.ActivePlan, rollouts, nil)
+	if err != nil {
+		return err
+	}
+	releases := []string{k.release}
+	if k.release == "" {
+		releases = releases[:0]
+		for name := range h.Digests {
+			releases = append(releases, name)
+		}
+		sort.Strings(releases)
+	}
+	for _, name := range releases {
+		d, digest, tag, ok, err := c.observeRelease(ctx, rt, h, inflight, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if inflight != nil && len(d.Kinds) == 0 && !rollout.HoldsDrift(inflight, name) {
+			continue // nothing to clear: the rollout is not written for it
+		}
+		if inflight, err = c.decideDrift(ctx, rt, rollouts, inflight, d, digest, tag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inFlightOf is the runtime's rollout in flight, or nil.
+func inFlightOf(rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout) *v1alpha1.RuntimeRollout {
+	for i := range rollouts {
+		if !rollout.Terminal(rollouts[i].Status.Phase) && rollouts[i].Status.Phase != "" && rollouts[i].Spec.RuntimeUID == string(rt.UID) {
+			return &rollouts[i]
+		}
+	}
+	return nil
+}
+
+// observeRelease compares a release's live Application with what it must be and returns the
+// drift as readiness would report it, the plan to repair from, and the tag that names this
+// observation (the Application's resourceVersion, or the deleted one's UID). ok is false when
+// nothing is to be judged now.
+func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRuntime, h rollout.Holding, inflight *v1alpha1.RuntimeRollout, name string) (d *bus.DriftReport, digest, tag string, ok bool, err error) {
+	obj, exists, err := c.drift.informer.GetStore().GetByKey(c.cfg.EngineNamespace + "/" + name)
+	if err != nil {
+		return nil, "", "", false, fmt.Errorf("get application %s from cache: %w", name, err)
+	}
+	app, _ := obj.(*argoapp.Application)
+	live := rollout.Live{Exists: exists && app != nil}
+	if live.Exists {
+		if app.DeletionTimestamp != nil {
+			return nil, "", "", false, nil // on its way out; once gone, written again if the stack holds it
+		}
+		live.Step, live.StepRolloutUID = app.Annotations[v1alpha1.AnnotationStep], app.Annotations[v1alpha1.AnnotationStepRolloutUID]
+		live.PlanDigest = app.Annotations[v1alpha1.AnnotationPlanDigest]
+		live.PlanDigestOurs = !appspec.TakenOver(app, v1alpha1.AnnotationPlanDigest)
+	}
+	digest, judge := rollout.ExpectedPlan(h, inflight, name, live)
+	if !judge {
+		return nil, "", "", false, nil
+	}
+	d = &bus.DriftReport{Runtime: rt.Name, Release: name, PlanDigest: digest}
+	if !live.Exists {
+		c.drift.mu.Lock()
+		uid := c.drift.gone[name]
+		c.drift.mu.Unlock()
+		if uid == "" {
+			uid = c.drift.epoch
+		}
+		d.Kinds = []string{bus.DriftDeleted}
+		return d, digest, "gone-" + uid, true, nil
+	}
+	p, err := c.loadPlan(ctx, digest)
+	if err != nil {
+		return nil, "", "", false, fmt.Errorf("read plan %s release %s must be at: %w", digest, name, err)
+	}
+	r, found := p.Release(name)
+	if !found {
+		return nil, "", "", false, nil
+	}
+	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
+	want, err := appspec.Build(c.cfg.Settings, appspec.Input{
+		Runtime: rt.Name, RuntimeUID: string(rt.UID), PlanDigest: digest, Release: r,
+		StepID: live.Step, StepStarted: started, StepRolloutUID: live.StepRolloutUID,
+	})
+	if err != nil {
+		return nil, "", "", false, fmt.Errorf("render release %s of plan %s: %w", name, digest, err)
+	}
+	// A delete-rollout marker is no Remove step's here (ExpectedPlan judges none of those).
+	diff := appspec.Detect(app, want)
+	d.StepID, d.ResourceVersion = live.Step, app.ResourceVersion
+	d.Kinds, d.Fields, d.Managers = diff.Kinds, diff.Fields, diff.Managers
+	if d.Kinds == nil {
+		d.Kinds = []string{}
+	}
+	return d, digest, app.ResourceVersion, true, nil
+}
+
+// stepEnds lists the releases whose step ended (succeeded or failed) between two versions of a
+// rollout's status, and whether the rollout itself ended.
+func stepEnds(old, cur *v1alpha1.RuntimeRollout) (releases []string, ended bool) {
+	ended = !rollout.Terminal(old.Status.Phase) && rollout.Terminal(cur.Status.Phase)
+	was := make(map[int32]v1alpha1.StepState, len(old.Status.Steps))
+	for _, s := range old.Status.Steps {
+		was[s.Index] = s.State
+	}
+	for _, s := range cur.Status.Steps {
+		if (s.State == v1alpha1.StepSucceeded || s.State == v1alpha1.StepFailed) && was[s.Index] != s.State {
+			releases = append(releases, s.Release)
+		}
+	}
+	return releases, ended
+}

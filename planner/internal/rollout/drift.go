@@ -1,0 +1,66 @@
+package rollout
+
+import (
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+)
+
+// Live is what the planner's drift check read of a release's Application (from its informer).
+type Live struct {
+	// Exists is false when there is no Application of the release's name.
+	Exists bool
+	// Deleting: the Application has a deletion timestamp.
+	Deleting bool
+	// Step and StepRolloutUID are its operator.aicr.run/step and step-rollout-uid annotations.
+	Step, StepRolloutUID string
+	// PlanDigest is its operator.aicr.run/plan-digest annotation; PlanDigestOurs says that the
+	// operator's apply still owns it (no other field manager took it over).
+	PlanDigest     string
+	PlanDigestOurs bool
+}
+
+// ExpectedPlan is the plan a release's Application must be at now, judged from state: what the
+// stack holds (h, rollout.Held, the rollout in flight included) and the Application itself.
+// judge is false when nothing is to be checked: the release is not part of the stack, a Remove
+// step of it started, or a forward step of the rollout in flight started and its write has not
+// landed yet (that write sets every field). Then:
+//
+//   - a release whose step in flight (or succeeded) wrote the Application, by its step and
+//     rollout UID annotations, must be at that rollout's plan;
+//   - a release left unsure by a step that did not succeed is at the plan that step wrote when
+//     the operator's own write says so (its plan-digest annotation, not taken over by anyone,
+//     names that plan or the one held before): a failed rollout's write is never rolled back;
+//   - any other release is at the plan it was last written from (h.Digests).
+func ExpectedPlan(h Holding, inflight *v1alpha1.RuntimeRollout, release string, live Live) (digest string, judge bool) {
+	if inflight != nil {
+		if s := StepFor(inflight, release); s != nil && s.StartedAt != nil {
+			if s.Action == v1alpha1.ActionRemove {
+				return "", false
+			}
+			if live.Exists && live.Step == StepID(inflight.Name, s.Index) && live.StepRolloutUID == string(inflight.UID) {
+				return inflight.Spec.ToDigest, true
+			}
+			if s.State != v1alpha1.StepSucceeded {
+				return "", false // its write is on its way, or was refused: the step says
+			}
+		}
+	}
+	digest, ok := h.Digests[release]
+	if !ok {
+		return "", false
+	}
+	if h.Unsure[release] && live.Exists && live.PlanDigestOurs && live.PlanDigest != "" &&
+		(live.PlanDigest == h.Tried[release] || live.PlanDigest == digest) {
+		return live.PlanDigest, true
+	}
+	return digest, true
+}
+
+// HoldsDrift reports whether the rollout holds drift of release a report that it ended
+// would clear: the release in its Drifted condition, or its step in flight SpecDrifted.
+func HoldsDrift(r *v1alpha1.RuntimeRollout, release string) bool {
+	if _, ok := Drifted(r)[release]; ok {
+		return true
+	}
+	s := StepFor(r, release)
+	return s != nil && s.Reason == v1alpha1.ReasonSpecDrifted
+}
