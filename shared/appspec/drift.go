@@ -18,16 +18,27 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // ControllerManager is the field manager of Argo CD's application controller: it owns status
 // and never counts as drift.
 const ControllerManager = "argocd-application-controller"
 
+// The drift kinds Detect reports: the values of the bus's DriftSource, DriftValues, ...
+// (drift_test.go holds them equal). appspec does not import the bus: the kubectl plugin, which
+// renders Applications, needs no NATS client.
+const (
+	DriftSource           = "Source"
+	DriftValues           = "Values"
+	DriftDestination      = "Destination"
+	DriftOther            = "Other"
+	DriftAutoSyncDisabled = "AutoSyncDisabled"
+	DriftFinalizerAdded   = "FinalizerAdded"
+)
+
 // Drift is the drift of one Application. Empty Kinds means none.
 type Drift struct {
-	// Kinds are bus.Drift* constants, sorted.
+	// Kinds are the Drift* kinds, sorted.
 	Kinds []string
 	// Fields are the differing field paths (".spec.source.targetRevision"), sorted.
 	Fields []string
@@ -118,7 +129,7 @@ func Detect(live, desired *argoapp.Application) Drift {
 	}
 	for k, want := range desired.Labels {
 		if got, ok := live.Labels[k]; !ok || got != want {
-			add(bus.DriftOther, ".metadata.labels."+k)
+			add(DriftOther, ".metadata.labels."+k)
 		}
 	}
 	for k, want := range desired.Annotations {
@@ -126,21 +137,21 @@ func Detect(live, desired *argoapp.Application) Drift {
 			continue
 		}
 		if got, ok := live.Annotations[k]; !ok || got != want {
-			add(bus.DriftOther, ".metadata.annotations."+k)
+			add(DriftOther, ".metadata.annotations."+k)
 		}
 	}
 	for _, k := range PlanDecidedAnnotations {
 		if _, stated := desired.Annotations[k]; !stated && !notByValue[k] {
 			if _, ok := live.Annotations[k]; ok {
-				add(bus.DriftOther, annotationsPath+k) // one the plan does not state, added
+				add(DriftOther, annotationsPath+k) // one the plan does not state, added
 			}
 		}
 	}
 	if _, marked := live.Annotations[v1alpha1.AnnotationDeleteRollout]; marked {
-		add(bus.DriftOther, ".metadata.annotations."+v1alpha1.AnnotationDeleteRollout)
+		add(DriftOther, ".metadata.annotations."+v1alpha1.AnnotationDeleteRollout)
 	}
 	if slices.Contains(live.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
-		add(bus.DriftFinalizerAdded, ".metadata.finalizers")
+		add(DriftFinalizerAdded, ".metadata.finalizers")
 	}
 	managers := map[string]bool{}
 	annotated := keys(fields) // the annotation paths that differ by value, and the spec's
@@ -150,7 +161,7 @@ func Detect(live, desired *argoapp.Application) Drift {
 			// plan-decided one counts when its value differs, as a spec field does.
 			if notByValue[key] || touches(t.path, annotated) {
 				managers[t.manager] = true
-				add(bus.DriftOther, t.path)
+				add(DriftOther, t.path)
 			}
 			continue
 		}
@@ -200,19 +211,19 @@ func touches(path string, paths []string) bool {
 func classify(path string, live *argoapp.Application) string {
 	switch {
 	case under(path, ".spec.source.helm.valuesObject"):
-		return bus.DriftValues
+		return DriftValues
 	case under(path, ".spec.source"), under(path, ".spec.sources"):
-		return bus.DriftSource
+		return DriftSource
 	case under(path, ".spec.destination"):
-		return bus.DriftDestination
+		return DriftDestination
 	case under(path, ".spec.syncPolicy.automated.enabled"), path == ".spec.syncPolicy.automated", path == ".spec.syncPolicy":
 		// Whatever the engine-suspended annotation says: a marker anyone can set is not
 		// proof. Whether the engine is suspended is the runtime's spec, which the planner reads.
 		if !automated(live) {
-			return bus.DriftAutoSyncDisabled
+			return DriftAutoSyncDisabled
 		}
 	}
-	return bus.DriftOther
+	return DriftOther
 }
 
 func under(path, prefix string) bool {

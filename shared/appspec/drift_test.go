@@ -14,7 +14,6 @@ import (
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
-	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
@@ -81,7 +80,7 @@ func TestDetectDrift(t *testing.T) {
 			// 10: someone-else applied valuesObject.message with --force-conflicts.
 			change: []option{recorded(t, "10-spec-after-hand-apply.json", "10-managedFields-after-hand-apply.json")},
 			want: Drift{
-				Kinds:    []string{bus.DriftValues},
+				Kinds:    []string{DriftValues},
 				Fields:   []string{".spec.source.helm.valuesObject.message"},
 				Managers: []string{"someone-else"},
 			},
@@ -93,7 +92,7 @@ func TestDetectDrift(t *testing.T) {
 				a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"hand-edited-2","replicas":2}`)
 			}},
 			want: Drift{
-				Kinds:    []string{bus.DriftAutoSyncDisabled, bus.DriftValues},
+				Kinds:    []string{DriftAutoSyncDisabled, DriftValues},
 				Fields:   []string{".spec.source.helm.valuesObject.message", ".spec.syncPolicy.automated.enabled"},
 				Managers: []string{"kubectl-patch"},
 			},
@@ -110,21 +109,21 @@ func TestDetectDrift(t *testing.T) {
 		},
 		"a hand-edited digest is Source drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.Source.TargetRevision = "sha256:feed" }},
-			want:   Drift{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.targetRevision"}},
+			want:   Drift{Kinds: []string{DriftSource}, Fields: []string{".spec.source.targetRevision"}},
 		},
 		"an added second source is Source drift": {
 			change: []option{func(a *argoapp.Application) {
 				a.Spec.Sources = argoapp.ApplicationSources{*a.Spec.Source.DeepCopy()}
 			}},
-			want: Drift{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.sources"}},
+			want: Drift{Kinds: []string{DriftSource}, Fields: []string{".spec.sources"}},
 		},
 		"another destination namespace is Destination drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.Destination.Namespace = "elsewhere" }},
-			want:   Drift{Kinds: []string{bus.DriftDestination}, Fields: []string{".spec.destination.namespace"}},
+			want:   Drift{Kinds: []string{DriftDestination}, Fields: []string{".spec.destination.namespace"}},
 		},
 		"automated sync removed entirely is AutoSyncDisabled": {
 			change: []option{func(a *argoapp.Application) { a.Spec.SyncPolicy.Automated = nil }},
-			want:   Drift{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
+			want:   Drift{Kinds: []string{DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated"}},
 		},
 		"automated sync off with the engine-suspended annotation is still AutoSyncDisabled: the marker is not proof": {
 			// The planner knows from spec.suspendEngine whether it is drift.
@@ -133,7 +132,7 @@ func TestDetectDrift(t *testing.T) {
 				no := false
 				a.Spec.SyncPolicy.Automated.Enabled = &no
 			}},
-			want: Drift{Kinds: []string{bus.DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated.enabled"}},
+			want: Drift{Kinds: []string{DriftAutoSyncDisabled}, Fields: []string{".spec.syncPolicy.automated.enabled"}},
 		},
 		"the engine-suspended annotation alone, automated sync on, changes nothing": {
 			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationEngineSuspended] = "true" }},
@@ -142,18 +141,18 @@ func TestDetectDrift(t *testing.T) {
 			change: []option{func(a *argoapp.Application) {
 				a.Spec.SyncPolicy.SyncOptions = argoapp.SyncOptions{"CreateNamespace=true"}
 			}},
-			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
+			want: Drift{Kinds: []string{DriftOther}, Fields: []string{".spec.syncPolicy.syncOptions"}},
 		},
 		"a removed ignoreDifferences entry is Other drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.IgnoreDifferences = a.Spec.IgnoreDifferences[:2] }},
-			want:   Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".spec.ignoreDifferences"}},
+			want:   Drift{Kinds: []string{DriftOther}, Fields: []string{".spec.ignoreDifferences"}},
 		},
 		"an edited depends-on annotation and runtime label are Other drift": {
 			change: []option{func(a *argoapp.Application) {
 				a.Annotations[v1alpha1.AnnotationDependsOn] = ""
 				a.Labels[v1alpha1.LabelRuntime] = "other"
 			}},
-			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDependsOn, ".metadata.labels." + v1alpha1.LabelRuntime}},
+			want: Drift{Kinds: []string{DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDependsOn, ".metadata.labels." + v1alpha1.LabelRuntime}},
 		},
 		"the step, refresh and Argo CD annotations are not drift": {
 			change: []option{func(a *argoapp.Application) {
@@ -168,11 +167,11 @@ func TestDetectDrift(t *testing.T) {
 				a.Annotations[v1alpha1.AnnotationPlanDigest] = "sha256:other"
 				a.Annotations[v1alpha1.AnnotationRuntimeUID] = "uid-2"
 			}},
-			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationPlanDigest, ".metadata.annotations." + v1alpha1.AnnotationRuntimeUID}},
+			want: Drift{Kinds: []string{DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationPlanDigest, ".metadata.annotations." + v1alpha1.AnnotationRuntimeUID}},
 		},
 		"a readiness-gate annotation the plan does not state, added, is Other drift": {
 			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationReadinessGate] = "true" }},
-			want:   Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationReadinessGate}},
+			want:   Drift{Kinds: []string{DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationReadinessGate}},
 		},
 		"a step annotation another manager took over from the operator's apply is Other drift": {
 			change: []option{func(a *argoapp.Application) {
@@ -180,7 +179,7 @@ func TestDetectDrift(t *testing.T) {
 				a.ManagedFields = append(a.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubectl-annotate", Operation: metav1.ManagedFieldsOperationUpdate,
 					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/step":{}}}}`)}})
 			}},
-			want: Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationStep}, Managers: []string{"kubectl-annotate"}},
+			want: Drift{Kinds: []string{DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationStep}, Managers: []string{"kubectl-annotate"}},
 		},
 		"a step annotation the operator's apply still owns beside another manager is no drift": {
 			change: []option{func(a *argoapp.Application) {
@@ -198,16 +197,16 @@ func TestDetectDrift(t *testing.T) {
 		},
 		"a chart name no plan states, added to the source, is Source drift": {
 			change: []option{func(a *argoapp.Application) { a.Spec.Source.Chart = "fx-web" }},
-			want:   Drift{Kinds: []string{bus.DriftSource}, Fields: []string{".spec.source.chart"}},
+			want:   Drift{Kinds: []string{DriftSource}, Fields: []string{".spec.source.chart"}},
 		},
 		"the resources finalizer added by hand is FinalizerAdded": {
 			change: []option{func(a *argoapp.Application) { a.Finalizers = []string{v1alpha1.ArgoResourcesFinalizer} }},
-			want:   Drift{Kinds: []string{bus.DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
+			want:   Drift{Kinds: []string{DriftFinalizerAdded}, Fields: []string{".metadata.finalizers"}},
 		},
 		"a delete-rollout marker Detect sees is not the operator's: Other drift": {
 			// The watcher asks only about an Application whose marker no Remove step backs.
 			change: []option{func(a *argoapp.Application) { a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9" }},
-			want:   Drift{Kinds: []string{bus.DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout}},
+			want:   Drift{Kinds: []string{DriftOther}, Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout}},
 		},
 		"a hand-set marker with the resources finalizer is both": {
 			change: []option{func(a *argoapp.Application) {
@@ -215,7 +214,7 @@ func TestDetectDrift(t *testing.T) {
 				a.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-9"
 				a.Spec.Destination.Namespace = "anything"
 			}},
-			want: Drift{Kinds: []string{bus.DriftDestination, bus.DriftFinalizerAdded, bus.DriftOther},
+			want: Drift{Kinds: []string{DriftDestination, DriftFinalizerAdded, DriftOther},
 				Fields: []string{".metadata.annotations." + v1alpha1.AnnotationDeleteRollout, ".metadata.finalizers", ".spec.destination.namespace"}},
 		},
 	}
