@@ -44,6 +44,9 @@ type Options struct {
 	// render what the plan says each Application must be (verdicts judge against it; drift is
 	// the difference).
 	RegistryRepository string
+	// DriftReports is --drift-reports: publish drift reports, hints that make the planner check
+	// a release sooner (it finds every drift from state without them, within its resync).
+	DriftReports bool
 
 	// started, when set, receives the health address once it listens (tests).
 	started func(healthAddr string)
@@ -54,6 +57,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
 	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository; required: verdicts and drift compare each Application with what its plan renders)")
+	fs.BoolVar(&o.DriftReports, "drift-reports", true, "publish drift reports: hints that make the planner check an edited Application at once; without them it finds every drift from state, within its --drift-resync")
 }
 
 // Validate checks the flags.
@@ -149,6 +153,8 @@ func lead(ctx context.Context, o Options, base *service.Base, argo *argoapp.Clie
 		Plans:     plan.NewCache(plan.GetLoader(base.KubeClient.CoreV1().ConfigMaps(o.Namespace)), planCacheSize),
 		Metrics:   metrics,
 		Removals:  &removal.Checker{Rollouts: rollouts},
+
+		NoDriftReports: !o.DriftReports,
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	crds := mon.CRDs()

@@ -64,6 +64,10 @@ type Watcher struct {
 	Publisher Publisher
 	// Metrics counts verdicts, drift and the watch lag; nil for none.
 	Metrics *Metrics
+	// NoDriftReports stops the drift reports (--drift-reports=false): drift is still detected
+	// and logged, but not published. The planner finds every drift from state anyway; the
+	// reports only make it find it sooner (the tests that prove that run without them).
+	NoDriftReports bool
 
 	queue    workqueue.TypedRateLimitingInterface[string]
 	informer cache.SharedIndexInformer
@@ -321,6 +325,10 @@ func (w *Watcher) reportDeleted(ctx context.Context, key string, app *argoapp.Ap
 		ResourceVersion: app.ResourceVersion,
 	}
 	id := fmt.Sprintf("%s/deleted/%s", app.Name, app.UID)
+	if w.NoDriftReports {
+		logging.From(ctx).Info().Str(logging.KeyRelease, app.Name).Str(logging.KeyRuntime, r.Runtime).Msg("owned application deleted; no drift report (--drift-reports=false)")
+		return nil
+	}
 	if err := w.Publisher.Publish(ctx, bus.DriftSubject(r.Runtime, r.Release), id, r); err != nil {
 		return err
 	}
@@ -442,10 +450,12 @@ func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, pl
 	if m.Kinds == nil {
 		m.Kinds = []string{}
 	}
-	if err := w.Publisher.Publish(ctx, bus.DriftSubject(m.Runtime, m.Release), driftID(app, r), m); err != nil {
-		return err
+	if !w.NoDriftReports {
+		if err := w.Publisher.Publish(ctx, bus.DriftSubject(m.Runtime, m.Release), driftID(app, r), m); err != nil {
+			return err
+		}
+		w.Metrics.observeDrift(m.Kinds)
 	}
-	w.Metrics.observeDrift(m.Kinds)
 	log := logging.From(ctx).Info().Str(logging.KeyRelease, app.Name).Strs("kinds", r.Kinds).Strs("fields", r.Fields).Strs("managers", r.Managers)
 	if r.Empty() {
 		log.Msg("drift cleared")

@@ -827,3 +827,27 @@ func readOnce(t *testing.T, kube *k8sfake.Clientset, plans int, when string) {
 		}
 	}
 }
+
+// With NoDriftReports (--drift-reports=false) an edit is judged (its verdict says so) but no
+// drift report goes out: the planner finds it from state.
+func TestWatcherWithoutDriftReportsPublishesVerdictsOnly(t *testing.T) {
+	p, cm := testPlan(t)
+	app := written(t, p, "r-1/1")
+	apps := newFakeApps(t, app)
+	rec := &recorder{}
+	runWatcher(t, &Watcher{Apps: apps, Settings: testSettings, Publisher: rec, NoDriftReports: true,
+		Plans: plan.NewCache(plan.GetLoader(k8sfake.NewSimpleClientset(cm).CoreV1().ConfigMaps("aicr-system")), 0)})
+	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	edited := app.DeepCopy()
+	edited.Spec.Destination.Namespace = "elsewhere"
+	if _, err := apps.Update(context.Background(), edited, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "the verdict on the edit", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	if f, _ := fenceNamed(verdicts(s)[1].Fences, v1alpha1.FenceComparedToSpec); !strings.Contains(f.Message, "destination") {
+		t.Errorf("the verdict after the edit says %q, want the edited destination", f.Message)
+	}
+	if d := drifts(rec.all()); len(d) != 0 {
+		t.Errorf("drift reports published with NoDriftReports: %+v", d)
+	}
+}
