@@ -3,5 +3,8 @@
 // step, a release that stops being ready after its rollout makes the runtime NotReady, a step
 // whose write leaves nothing to sync passes on Argo CD's comparison, a write that changes only
 // the comparison exceptions waits for a fresh comparison, and a foreign Application fails the
-// rollout that reaches it. Tests run in order on one stack; each leaves the runtime Ready.
+// rollout that reaches it; edits are forced back from the live Applications, with readiness
+// publishing no drift report at all (a failed first install's releases, annotations a plan
+// decides, an edit standing when a rollout fails), and FieldOwnershipOverridden is recorded
+// only after the write. Tests run in order on one stack; each leaves the runtime Ready.
 package edges

@@ -104,7 +104,8 @@ func TestHandEditOfTheInFlightReleaseNeverPassesItsStep(t *testing.T) {
 }
 
 // An edit of the release in flight that is not undone fails the rollout at its action timeout,
-// with the drift named in the condition; nothing is rolled back.
+// with the drift named in the condition; then, with no rollout in progress, the edit is forced
+// back to the failed plan's values (nothing is rolled back).
 func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 	s := stacktest.Need(t)
 	const timeout = 90 * time.Second
@@ -126,10 +127,17 @@ func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 		t.Errorf("Stalled message %q does not name the rollout, the release, SpecDrifted, the edited field and the timeout", c.Message)
 	}
 	t.Logf("Stalled=True RolloutFailed: %s", c.Message)
-	// Nothing is rolled back: the edit stays until a person or a new rollout moves it.
-	if got := values(t, stacktest.Application(t, s, edited).Spec.Source)["logLevel"]; got != "debug" {
-		t.Errorf("logLevel %v after the failure, want the hand edit debug (nothing is rolled back)", got)
+	// No rollout is in progress now, so the edit that stood through the failure is forced back,
+	// to the failed plan's value: nothing is rolled back to the active plan's, and no new
+	// report of the edit comes (the package's readiness publishes none at all).
+	app := waitApp(t, s, edited, promptTimeout, "the edit forced back after the failure", func(a *argoapp.Application) bool {
+		return values(t, a.Spec.Source)["logLevel"] != "debug"
+	})
+	if got := values(t, app.Spec.Source)["logLevel"]; got != "error" || app.Annotations[v1alpha1.AnnotationPlanDigest] != failed.Spec.ToDigest {
+		t.Errorf("after the failure logLevel %v from plan %s; want the failed plan's error from %s (forced back, never rolled back)",
+			got, app.Annotations[v1alpha1.AnnotationPlanDigest], failed.Spec.ToDigest)
 	}
+	t.Logf("forced back %s after the rollout failed (%s)", time.Since(failed.Status.FinishedAt.Time).Round(time.Millisecond), describeApp(app))
 
 	// A new plan moves the release again: its step writes the plan's values over the edit.
 	spec.Rollout.ActionTimeout = nil

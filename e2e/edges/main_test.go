@@ -8,6 +8,13 @@ import (
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
-func TestMain(m *testing.M) { os.Exit(stacktest.Main(m, stack.Options{})) }
+// TestMain runs readiness with --drift-reports=false: every repair and every SpecDrifted or
+// InventoryDrift the tests see is the planner's decision from the Applications themselves.
+func TestMain(m *testing.M) {
+	os.Exit(stacktest.Main(m, stack.Options{ExtraFlags: map[string][]string{
+		v1alpha1.BinaryReadiness: {"--drift-reports=false"},
+	}}))
+}
