@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/appspec"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
+)
+
+var driftSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
+
+// fakeApps is a ListerWatcher of Applications a test changes through its watcher.
+type fakeApps struct {
+	mu    sync.Mutex
+	items []argoapp.Application
+	w     *watch.FakeWatcher
+}
+
+func (f *fakeApps) lw() cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return &argoapp.ApplicationList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: append([]argoapp.Application(nil), f.items...)}, nil
+		},
+		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return f.w, nil },
+	}
+}
+
+// driftHarness is a controller with the drift loop on a fake informer, the runtime at an
+// active plan, and no rollout.
+type driftHarness struct {
+	c    *Controller
+	pub  *recordingPublisher
+	rec  *record.FakeRecorder
+	apps *fakeApps
+	plan *plan.Plan
+	rt   *v1alpha1.ClusterRuntime
+}
+
+// recordingPublisher keeps every command published.
+type recordingPublisher struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (p *recordingPublisher) Publish(_ context.Context, _ string, id string, _ bus.Envelope) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids = append(p.ids, id)
+	return nil
+}
+
+func (p *recordingPublisher) published() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.ids...)
+}
+
+func newDriftHarness(t *testing.T) *driftHarness {
+	t.Helper()
+	p, err := plan.Resolve(chainBundle(2), plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.RuntimeName, UID: "rt-uid"}}
+	rt.Status.ActivePlan = p.Digest()
+	h := &driftHarness{pub: &recordingPublisher{}, rec: record.NewFakeRecorder(100), apps: &fakeApps{w: watch.NewFake()}, plan: p, rt: rt}
+	for _, r := range p.Releases {
+		h.apps.items = append(h.apps.items, *h.written(t, r.Name))
+	}
+	h.c = New(Config{Name: "planner", Namespace: "aicr-system", EngineNamespace: driftSettings.EngineNamespace,
+		Applications: h.apps.lw(), Settings: driftSettings, Recorder: h.rec, DriftResync: time.Hour}, &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{}}, h.pub)
+	if err := h.c.plans.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); h.c.queue.ShutDown(); wg.Wait() })
+	if err := h.c.runDrift(ctx, &wg); err != nil { // the informer, its handlers, the worker and the resync
+		t.Fatal(err)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), h.c.drift.informer.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	return h
+}
+
+// written is release's Application as the active plan's step wrote it.
+func (h *driftHarness) written(t *testing.T, release string) *argoapp.Application {
+	t.Helper()
+	r, _ := h.plan.Release(release)
+	app, err := appspec.Build(driftSettings, appspec.Input{Runtime: h.rt.Name, RuntimeUID: string(h.rt.UID), PlanDigest: h.plan.Digest(), Release: r,
+		StepID: "r-1/1", StepStarted: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), StepRolloutUID: "r-uid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.ResourceVersion, app.UID = "10", types.UID("uid-"+release)
+	return app
+}
+
+// change hands the informer a new version of the Application and waits until it holds it.
+func (h *driftHarness) change(t *testing.T, app *argoapp.Application) {
+	t.Helper()
+	h.apps.w.Modify(app.DeepCopy()) // the informer owns what it is handed
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		obj, ok, _ := h.c.drift.informer.GetStore().GetByKey(app.Namespace + "/" + app.Name)
+		if ok && obj.(*argoapp.Application).ResourceVersion == app.ResourceVersion {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the informer never held %s at %s", app.Name, app.ResourceVersion)
+}
+
+// A drift report delivered twice, or a check of the same state run again, publishes one
+// repair: the decision is the state's, and its message ID names the state. Once the
+// Application is as written again, nothing more is published.
+func TestDriftDecidedFromStateOnceWhateverTheReports(t *testing.T) {
+	h := newDriftHarness(t)
+	ctx := context.Background()
+	release := h.plan.Releases[0].Name
+	edited := h.written(t, release)
+	edited.ResourceVersion = "11"
+	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"hand"},"replicas":2}`)}
+	h.change(t, edited)
+
+	report := reportMessage(t, bus.TypeDriftReport, &bus.DriftReport{Runtime: h.rt.Name, Release: release, Kinds: []string{bus.DriftValues}, ResourceVersion: "11"})
+	for range 2 { // the same report delivered twice: each queues a check of the release
+		if err := h.c.handleDrift(ctx, report); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 { // the check, and a resync of every release, twice
+		for _, k := range []driftKey{{runtime: h.rt.Name, release: release}, {runtime: h.rt.Name}} {
+			if err := h.c.reconcileDrift(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got := h.pub.published()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "repair/") || !strings.HasSuffix(got[0], "/11/"+release) {
+		t.Fatalf("published %v, want one repair of %s tagged with resourceVersion 11", got, release)
+	}
+
+	// A report that never came changes nothing either: the undo is seen in the state.
+	h.change(t, func() *argoapp.Application { a := h.written(t, release); a.ResourceVersion = "12"; return a }())
+	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pub.published(); len(got) != 1 {
+		t.Errorf("published %v after the edit was undone, want nothing more", got)
+	}
+}
+
+// A deleted Application of a release the stack holds is written again, tagged with the
+// deleted one's UID, by the check its deletion queued or by a check of every release.
+func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
+	h := newDriftHarness(t)
+	gone := h.written(t, h.plan.Releases[1].Name)
+	h.apps.w.Delete(gone.DeepCopy())
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok, _ := h.c.drift.informer.GetStore().GetByKey(gone.Namespace + "/" + gone.Name); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never saw the deletion")
+		}
+	}
+	for range 2 {
+		if err := h.c.reconcileDrift(context.Background(), driftKey{runtime: h.rt.Name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := h.pub.published()
+	if len(got) != 1 || !strings.HasSuffix(got[0], "/gone-"+string(gone.UID)+"/"+gone.Name) {
+		t.Fatalf("published %v, want one rewrite of %s tagged with its UID", got, gone.Name)
+	}
+}
+
+// FieldOwnershipOverridden is recorded when the applier reports the repair written, never
+// when it refuses it.
+func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
+	h := newDriftHarness(t)
+	ctx := context.Background()
+	release := h.plan.Releases[0].Name
+	edited := h.written(t, release)
+	edited.ResourceVersion = "11"
+	edited.Annotations[v1alpha1.AnnotationPlanDigest] = "sha256:" + strings.Repeat("0", 64)
+	h.change(t, edited)
+	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
+		t.Fatal(err)
+	}
+	cmds := h.pub.published()
+	if len(cmds) != 1 {
+		t.Fatalf("published %v, want one repair of the edited plan-digest", cmds)
+	}
+	if n := len(h.rec.Events); n != 0 {
+		t.Fatalf("%d Events before the applier answered: %s", n, <-h.rec.Events)
+	}
+	answer := func(cmd, outcome string) {
+		t.Helper()
+		stepID := cmd[:strings.LastIndexByte(cmd, '/')]
+		res := &bus.ApplyResult{CommandID: cmd, Runtime: h.rt.Name, Release: release, Step: bus.StepRef{ID: stepID}, Outcome: outcome, Reason: "TransitionBlocked"}
+		if err := h.c.handleResult(ctx, reportMessage(t, bus.TypeApplyResult, res)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer(cmds[0], bus.OutcomeBlocked)
+	if e := <-h.rec.Events; !strings.Contains(e, "refused") || strings.Contains(e, v1alpha1.EventFieldOwnershipOverridden) {
+		t.Errorf("Event %q on a refused repair, want only the refusal", e)
+	}
+	if n := len(h.rec.Events); n != 0 {
+		t.Errorf("%d more Events after the refusal: %s", n, <-h.rec.Events)
+	}
+	// The cause of the refusal goes (a new version, still edited): a new repair, written.
+	edited.ResourceVersion = "12"
+	h.change(t, edited)
+	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
+		t.Fatal(err)
+	}
+	cmds = h.pub.published()
+	if len(cmds) != 2 {
+		t.Fatalf("published %v, want a second repair of the new version", cmds)
+	}
+	answer(cmds[1], bus.OutcomeWritten)
+	if e := <-h.rec.Events; !strings.Contains(e, v1alpha1.EventFieldOwnershipOverridden) || !strings.Contains(e, release) {
+		t.Errorf("first Event after the write %q, want FieldOwnershipOverridden naming %s", e, release)
+	}
+}
