@@ -200,7 +200,10 @@ func TestEveryEditIsForcedBackWithNoDriftReport(t *testing.T) {
 			return false, err
 		}
 		c := condition(got, v1alpha1.ConditionReady)
-		return c.Status == metav1.ConditionTrue && got.Status.ActivePlan == rt.Status.ActivePlan, fmt.Errorf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+		if c.Status != metav1.ConditionTrue || got.Status.ActivePlan != rt.Status.ActivePlan {
+			return false, fmt.Errorf("Ready=%s %s at %s: %s", c.Status, c.Reason, got.Status.ActivePlan, c.Message)
+		}
+		return true, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +248,7 @@ func TestFieldOwnershipOverriddenIsRecordedOnlyAfterTheWrite(t *testing.T) {
 	rolledOut(t, s)
 	const release = "jobset"
 	overridden := runtimeEvents(t, s, v1alpha1.EventFieldOwnershipOverridden, release)
-	patchApp(t, s, release, fmt.Sprintf(`{"metadata":{"finalizers":[%q]},"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`, v1alpha1.ArgoResourcesFinalizer))
+	patchApp(t, s, release, fmt.Sprintf(`{"metadata":{"finalizers":[%q]},"spec":{"source":{"helm":{"valuesObject":{"replicas":3}}}}}`, v1alpha1.ArgoResourcesFinalizer))
 	var refused string
 	err := testenv.WaitFor(t.Context(), promptTimeout, "the repair of "+release+" refused", func(ctx context.Context) (bool, error) {
 		list, err := s.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
@@ -267,13 +270,13 @@ func TestFieldOwnershipOverriddenIsRecordedOnlyAfterTheWrite(t *testing.T) {
 	if got := runtimeEvents(t, s, v1alpha1.EventFieldOwnershipOverridden, release); newEvent(overridden, got) {
 		t.Errorf("FieldOwnershipOverridden recorded for a repair the applier refused: %v", got)
 	}
-	if got := values(t, stacktest.Application(t, s, release).Spec.Source)["logLevel"]; got != "debug" {
-		t.Fatalf("logLevel %v while the repair is refused, want the edit left alone", got)
+	if got := values(t, stacktest.Application(t, s, release).Spec.Source)["replicas"]; got != float64(3) {
+		t.Fatalf("replicas %v while the repair is refused, want the edit left alone", got)
 	}
 
 	patchApp(t, s, release, `{"metadata":{"finalizers":null}}`)
-	waitApp(t, s, release, promptTimeout, "logLevel forced back once the finalizer is gone", func(a *argoapp.Application) bool {
-		return values(t, a.Spec.Source)["logLevel"] != "debug"
+	waitApp(t, s, release, promptTimeout, "replicas forced back once the finalizer is gone", func(a *argoapp.Application) bool {
+		return values(t, a.Spec.Source)["replicas"] == float64(1)
 	})
 	err = testenv.WaitFor(t.Context(), promptTimeout, "FieldOwnershipOverridden for "+release, func(ctx context.Context) (bool, error) {
 		return newEvent(overridden, runtimeEvents(t, s, v1alpha1.EventFieldOwnershipOverridden, release)), nil

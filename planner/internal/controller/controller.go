@@ -84,15 +84,17 @@ type Controller struct {
 
 	plans *plan.Cache // by digest, read through store
 
-	mu        sync.Mutex
-	resolved  map[string]resolution // by runtime
-	published map[string]bool       // message IDs published by this process
-	engine    *bus.EngineStatus
-	creds     *bus.CredentialsStatus
-	engineSeq uint64              // the stream sequence of the engine report held (handleEngine)
-	credsSeq  uint64              // and of the credentials report
-	names     func() []string     // runtime names known to the informer, once Run started it
-	overrides map[string]override // Events of writes that force drift back, by command ID, until answered
+	mu         sync.Mutex
+	resolved   map[string]resolution // by runtime
+	published  map[string]bool       // message IDs published by this process
+	engine     *bus.EngineStatus
+	creds      *bus.CredentialsStatus
+	engineSeq  uint64                // the stream sequence of the engine report held (handleEngine)
+	credsSeq   uint64                // and of the credentials report
+	names      func() []string       // runtime names known to the informer, once Run started it
+	overrides  map[string]override   // Events of writes that force drift back, by command ID, until answered
+	lastRepair map[string]lastRepair // the last drift forced back, by runtime/release (repeated)
+	refusals   map[string]int        // repairs the applier refused, by message ID: retried under a new one
 
 	drift *appDrift // the level-triggered drift loop; nil without Config.Applications
 }
@@ -145,7 +147,7 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 		drift = newAppDrift(cfg.Applications, cfg.Clock.Now())
 	}
 	return &Controller{
-		cfg: cfg, store: newStepStore(cs, cfg.Namespace), cache: cs, pub: pub, queue: q, drift: drift, overrides: map[string]override{},
+		cfg: cfg, store: newStepStore(cs, cfg.Namespace), cache: cs, pub: pub, queue: q, drift: drift, overrides: map[string]override{}, lastRepair: map[string]lastRepair{}, refusals: map[string]int{},
 		plans: plan.NewCache(func(ctx context.Context, name string) (*corev1.ConfigMap, error) {
 			return cs.GetConfigMap(ctx, cfg.Namespace, name)
 		}, plan.DefaultCacheSize),

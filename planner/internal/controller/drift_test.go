@@ -243,3 +243,41 @@ func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
 		t.Errorf("first Event after the write %q, want FieldOwnershipOverridden naming %s", e, release)
 	}
 }
+
+// A drift the repair's write did not undo (a field the write does not remove) is not forced
+// back write after write: the next version, the same drift, waits for the resync. A repair the
+// applier refused is tried again at the next check, under a new message ID.
+func TestARepairIsNotRepeatedWriteAfterWrite(t *testing.T) {
+	h := newDriftHarness(t)
+	ctx := context.Background()
+	release := h.plan.Releases[0].Name
+	edited := h.written(t, release)
+	edited.ResourceVersion = "11"
+	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"v1"},"replicas":2,"added":true}`)}
+	h.change(t, edited)
+	check := func() []string {
+		t.Helper()
+		if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
+			t.Fatal(err)
+		}
+		return h.pub.published()
+	}
+	first := check()
+	if len(first) != 1 {
+		t.Fatalf("published %v, want one repair", first)
+	}
+	written := edited.DeepCopy() // the repair's write, which left the added key
+	written.ResourceVersion = "12"
+	h.change(t, written)
+	if got := check(); len(got) != 1 {
+		t.Errorf("published %v after the write left the same drift, want no second repair within the resync", got)
+	}
+
+	res := &bus.ApplyResult{CommandID: first[0], Runtime: h.rt.Name, Release: release, Step: bus.StepRef{ID: "repair/x"}, Outcome: bus.OutcomeFailed}
+	if err := h.c.handleResult(ctx, reportMessage(t, bus.TypeApplyResult, res)); err != nil {
+		t.Fatal(err)
+	}
+	if got := check(); len(got) != 2 || got[1] != "repair/"+strings.TrimPrefix(h.plan.Digest(), "sha256:")[:12]+"/12/"+release {
+		t.Errorf("published %v after the applier refused, want a repair of version 12", got)
+	}
+}

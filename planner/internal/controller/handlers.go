@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -233,7 +235,7 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			}
 		}
 	case rollout.DriftRepublish:
-		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) {
+		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) && !c.repeated(rt.Name, d, r.Spec.ToDigest) {
 			attempt := "drift-" + tag
 			msg := fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
 			// Recorded once the applier's write succeeded (overridden), not now: it may refuse.
@@ -252,13 +254,23 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 // when the applier reports the write done (overridden), not when the command goes out: the
 // applier may refuse it (a foreign Application, the resources finalizer).
 func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d *bus.DriftReport, digest, tag string) error {
+	if c.repeated(rt.Name, d, digest) {
+		logging.From(ctx).Debug().Strs("kinds", d.Kinds).Strs("fields", d.Fields).Msg("the same drift survived the last write; forced back again at the next resync")
+		return nil
+	}
 	stepID := repairID(digest, tag)
-	id := stepID + "/" + d.Release
+	base := stepID + "/" + d.Release
+	id := base
+	c.mu.Lock()
+	if n := c.refusals[base]; n > 0 { // refused before: a new message, or the bus would drop it
+		id = base + "/" + strconv.Itoa(n)
+	}
+	c.mu.Unlock()
 	reason, msg := v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("Application %s was edited (%v; fields %v; managers %v); its fields are forced back", d.Release, d.Kinds, d.Fields, d.Managers)
 	if slices.Contains(d.Kinds, bus.DriftDeleted) {
 		reason, msg = EventApplicationRewritten, fmt.Sprintf("Application %s was deleted outside a Remove step; it is written again (its resources were kept)", d.Release)
 	}
-	c.expectOverride(id, override{reason: reason, msg: msg})
+	c.expectOverride(id, override{reason: reason, msg: msg, repair: base, key: rt.Name + "/" + d.Release})
 	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), id,
 		bus.NewApplyCommand(rt.Name, string(rt.UID), bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
 			d.Release, v1alpha1.ActionApply, digest, rt.Spec.SuspendEngine))
@@ -271,6 +283,34 @@ func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d 
 	return nil
 }
 
+// repeated reports whether the same drift of a release (kinds, fields, managers, the plan it is
+// forced back from) was forced back less than a resync ago, and records it otherwise. Each
+// write of the operator's is a new version of the Application, and so a new observation: a
+// drift the write cannot undo (a field it does not remove) would be forced back again at once,
+// write after write. Such a drift is forced back once a resync instead. An edit made again the
+// same way within a resync of its repair waits for the resync too.
+func (c *Controller) repeated(runtime string, d *bus.DriftReport, digest string) bool {
+	key := runtime + "/" + d.Release
+	sig := digest + "\x00" + strings.Join(d.Kinds, ",") + "\x00" + strings.Join(d.Fields, ",") + "\x00" + strings.Join(d.Managers, ",")
+	now := c.cfg.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last, ok := c.lastRepair[key]; ok && last.sig == sig && now.Sub(last.at) < c.cfg.DriftResync {
+		return true
+	}
+	if len(c.lastRepair) > 10000 {
+		c.lastRepair = map[string]lastRepair{}
+	}
+	c.lastRepair[key] = lastRepair{sig: sig, at: now}
+	return false
+}
+
+// lastRepair is the last drift forced back of a release, and when.
+type lastRepair struct {
+	sig string
+	at  time.Time
+}
+
 // EventApplicationRewritten is the Event of an owned Application written again after it was
 // deleted outside a Remove step.
 const EventApplicationRewritten = "ApplicationRewritten"
@@ -280,6 +320,8 @@ type override struct {
 	reason, msg string
 	// rollout, for a step's command published again, is the rollout the Event also goes to.
 	rollout string
+	// repair, for a repair, is its message ID without the retry; key is runtime/release.
+	repair, key string
 }
 
 // expectOverride keeps the Event of a write that forces drift back, by the command's message
@@ -291,6 +333,9 @@ func (c *Controller) expectOverride(commandID string, o override) {
 	if len(c.overrides) > 10000 {
 		c.overrides = map[string]override{}
 	}
+	if len(c.refusals) > 10000 {
+		c.refusals = map[string]int{}
+	}
 	c.overrides[commandID] = o
 }
 
@@ -301,7 +346,18 @@ func (c *Controller) overridden(ctx context.Context, res *bus.ApplyResult) {
 	o, ok := c.overrides[res.CommandID]
 	delete(c.overrides, res.CommandID)
 	c.mu.Unlock()
-	if !ok || !writeDone(res.Outcome) {
+	if !ok {
+		return
+	}
+	if !writeDone(res.Outcome) {
+		if o.repair != "" {
+			// Refused: the next check (the next change, or the resync) tries again at once,
+			// under a new message ID.
+			c.mu.Lock()
+			c.refusals[o.repair]++
+			delete(c.lastRepair, o.key)
+			c.mu.Unlock()
+		}
 		return
 	}
 	rt, err := c.store.GetRuntime(ctx, res.Runtime)
