@@ -396,6 +396,9 @@ func TestChartRBAC(t *testing.T) {
 			// operator namespace; the recorder patches the count of a repeated one.
 			{"create", "", "events", "", ops, ""},
 			{"patch", "", "events", "", ops, ""},
+			// The informer of owned Applications the drift checks read; it writes none.
+			{"list", "argoproj.io", "applications", "", engineNamespace, ""},
+			{"watch", "argoproj.io", "applications", "", engineNamespace, ""},
 		},
 		"applier": {
 			{"get", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
@@ -428,6 +431,7 @@ func TestChartRBAC(t *testing.T) {
 	denied := map[string][]check{
 		"planner": {
 			{"patch", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
+			{"get", "argoproj.io", "applications", "", engineNamespace, "gpu-operator"},
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryReadiness)},
 			{"create", "", "configmaps", "", engineNamespace, ""},
 			{"delete", "operator.aicr.run", "clusterruntimes", "", "", "cluster"},
