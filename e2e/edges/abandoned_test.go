@@ -215,7 +215,7 @@ func TestEveryEditIsForcedBackWithNoDriftReport(t *testing.T) {
 // release, keyed by name.
 func runtimeEvents(t *testing.T, s *stack.Stack, reason, release string) map[string]string {
 	t.Helper()
-	list, err := s.Kube.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{})
+	list, err := s.Kube.CoreV1().Events(stack.OperatorNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestFieldOwnershipOverriddenIsRecordedOnlyAfterTheWrite(t *testing.T) {
 	patchApp(t, s, release, fmt.Sprintf(`{"metadata":{"finalizers":[%q]},"spec":{"source":{"helm":{"valuesObject":{"replicas":3}}}}}`, v1alpha1.ArgoResourcesFinalizer))
 	var refused string
 	err := testenv.WaitFor(t.Context(), promptTimeout, "the repair of "+release+" refused", func(ctx context.Context) (bool, error) {
-		list, err := s.Kube.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		list, err := s.Kube.CoreV1().Events(stack.OperatorNamespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
