@@ -121,12 +121,12 @@ func (s *Stack) DecodeRollout(ctx context.Context, u *unstructured.Unstructured)
 
 // Blocker says why the runtime is not Ready, from its conditions.
 func Blocker(rt *v1alpha1.ClusterRuntime) string {
-	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable, v1alpha1.ConditionReady} {
+	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionMessagesParked, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable, v1alpha1.ConditionReady} {
 		c := meta.FindStatusCondition(rt.Status.Conditions, t)
 		if c == nil {
 			continue
 		}
-		bad := (t == v1alpha1.ConditionStalled && c.Status == metav1.ConditionTrue) || (t != v1alpha1.ConditionStalled && c.Status == metav1.ConditionFalse)
+		bad := v1alpha1.TrueNeedsAPerson(t) == (c.Status == metav1.ConditionTrue)
 		if bad {
 			return fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
 		}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -44,7 +45,8 @@ func (m *Message) Decode(v bus.Envelope) error {
 
 // Handler handles one message. Return nil to acknowledge, a NotYet error to redeliver after a
 // delay without logging an error, a Terminal error to drop the message for good (logged), and
-// any other error to redeliver with backoff (logged as a warning).
+// any other error to redeliver with backoff (logged as a warning) until it failed
+// Dispatcher.ParkAfter times, when it is parked (Dispatcher.Park).
 type Handler func(ctx context.Context, m *Message) error
 
 // Routes maps a message type to its handler. A type with no route is acknowledged and counted
@@ -123,6 +125,65 @@ type Dispatcher struct {
 	// reported in progress, so JetStream redelivers it only once bus.AckWait passed without
 	// one: when this process died or stopped. bus.AckWait/3 when zero.
 	Heartbeat time.Duration
+	// Park stores the parked copy of a message (bus.ParkMsg) in the parked stream
+	// (bus.Publisher.PublishMsg). A message whose handler failed ParkAfter times is parked and
+	// taken off the consumer, so it no longer comes back every 30 s forever and a person sees
+	// it (the planner's MessagesParked condition). When Park is nil, or fails (a planner older
+	// than the parked stream), the message is redelivered with backoff as before.
+	Park func(ctx context.Context, m *nats.Msg) error
+	// ParkAfter is how many failed handlings park a message (bus.ParkAfter when zero). They
+	// are counted by this process: NotYet answers, which JetStream counts as deliveries too,
+	// are not failures; with several replicas, or after a restart, a message may fail up to
+	// ParkAfter times in each process before it is parked.
+	ParkAfter int
+
+	fmu      sync.Mutex
+	failures map[uint64]failures // by stream sequence: the messages whose handler failed here
+}
+
+// failures counts the failed handlings of one message in this process.
+type failures struct {
+	n    int
+	last time.Time
+}
+
+// forgetFailuresAfter drops the count of a message that has not failed here for this long: it
+// was handled by another replica, or is no longer delivered.
+const forgetFailuresAfter = 15 * time.Minute
+
+// failed counts a failed handling of the message at stream sequence seq and returns how many
+// there were in this process.
+func (d *Dispatcher) failed(seq uint64) int {
+	d.fmu.Lock()
+	defer d.fmu.Unlock()
+	now := time.Now()
+	if d.failures == nil {
+		d.failures = map[uint64]failures{}
+	}
+	for s, f := range d.failures {
+		if now.Sub(f.last) > forgetFailuresAfter {
+			delete(d.failures, s)
+		}
+	}
+	f := d.failures[seq]
+	f.n++
+	f.last = now
+	d.failures[seq] = f
+	return f.n
+}
+
+// settled forgets the failures of a message that was acknowledged, dropped or parked.
+func (d *Dispatcher) settled(seq uint64) {
+	d.fmu.Lock()
+	delete(d.failures, seq)
+	d.fmu.Unlock()
+}
+
+func (d *Dispatcher) parkAfter() int {
+	if d.ParkAfter > 0 {
+		return d.ParkAfter
+	}
+	return bus.ParkAfter
 }
 
 // Run consumes until ctx is cancelled, then stops consuming, finishes the messages in hand and
@@ -193,8 +254,10 @@ func (d *Dispatcher) keepAlive(msg jetstream.Msg) (stop func()) {
 // it is called once, before the answer, so no in-progress report follows it.
 func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func()) {
 	m := &Message{Subject: msg.Subject(), Data: msg.Data(), Delivered: 1}
+	var stream, consumer string
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivered, m.Sequence = md.NumDelivered, md.Sequence.Stream
+		stream, consumer = md.Stream, md.Consumer
 	}
 	log := logging.From(ctx).With().Str(logging.KeySubject, m.Subject).Uint64(logging.KeyDelivered, m.Delivered).Logger()
 	h, err := header(m.Data)
@@ -226,6 +289,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 		if aerr := msg.Ack(); aerr != nil {
 			log.Warn().Err(aerr).Msg("acknowledge message")
 		}
+		d.settled(m.Sequence)
 		d.count(h.Type, "ack", m.Delivered, elapsed)
 	case errors.As(err, &notYet):
 		log.Debug().Str(logging.KeyReason, notYet.Why).Dur(logging.KeyDuration, notYet.After).Msg("redeliver later")
@@ -234,14 +298,28 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 	case IsTerminal(err):
 		log.Error().Err(err).Msg("drop message")
 		_ = msg.Term()
+		d.settled(m.Sequence)
 		d.count(h.Type, "term", m.Delivered, elapsed)
 	default:
 		if ctx.Err() != nil { // shutting down: let it be redelivered, quietly
 			_ = msg.Nak()
 			return
 		}
-		delay := Backoff(m.Delivered)
-		log.Warn().Err(err).Dur(logging.KeyDuration, delay).Msg("handle message, will retry")
+		n := d.failed(m.Sequence)
+		if d.Park != nil && n >= d.parkAfter() && stream != "" {
+			perr := d.Park(ctx, bus.ParkMsg(consumer, stream, m.Sequence, m.Subject, msg.Headers(), m.Data, n, err))
+			if perr == nil {
+				log.Error().Err(err).Int(logging.KeyFailures, n).Str(logging.KeyParkedTo, bus.ParkedSubject(consumer)).
+					Msg("park message: its handling kept failing; kubectl aicr parked --retry sends it back")
+				_ = msg.TermWithReason("parked")
+				d.settled(m.Sequence)
+				d.count(h.Type, "parked", m.Delivered, elapsed)
+				return
+			}
+			log.Warn().Err(perr).Msg("park message, will retry")
+		}
+		delay := Backoff(uint64(n))
+		log.Warn().Err(err).Int(logging.KeyFailures, n).Dur(logging.KeyDuration, delay).Msg("handle message, will retry")
 		_ = msg.NakWithDelay(delay)
 		d.count(h.Type, "nak", m.Delivered, elapsed)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,7 +23,7 @@ const consumerInfoTimeout = 2 * time.Second
 // registerer (service.Base.Metrics, which prefixes aicr_), they are aicr_bus_*, with the binary
 // in label binary:
 //
-//	aicr_bus_messages_total{type,result}       messages handled: ack, nak, retry, term, ignored
+//	aicr_bus_messages_total{type,result}       messages handled: ack, nak, retry, term, ignored, parked
 //	aicr_bus_redeliveries_total{type}          messages handled that JetStream had delivered before
 //	aicr_bus_handle_seconds{type}              time in a handler
 //	aicr_bus_published_total{type,result}      messages published: ok, error
@@ -45,7 +46,7 @@ func NewMetrics(reg prometheus.Registerer, binary string) *Metrics {
 		reg: reg, labels: labels,
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "bus", Name: "messages_total", ConstLabels: labels,
-			Help: "Messages handled, by type and result (ack, nak, retry, term, ignored).",
+			Help: "Messages handled, by type and result (ack, nak, retry, term, ignored, parked).",
 		}, []string{"type", "result"}),
 		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Subsystem: "bus", Name: "redeliveries_total", ConstLabels: labels,
@@ -75,6 +76,7 @@ func (m *Metrics) declare(routes Routes) {
 	}
 	for typ := range routes {
 		m.handled.WithLabelValues(typ, "ack")
+		m.handled.WithLabelValues(typ, "parked") // an alert on a parked message works from the start
 		m.redelivered.WithLabelValues(typ)
 	}
 }
@@ -135,6 +137,12 @@ type Publisher struct {
 // NewPublisher returns a counting publisher for the binary named source; m may be nil.
 func NewPublisher(js jetstream.JetStream, source string, m *Metrics) *Publisher {
 	return &Publisher{pub: bus.NewPublisher(js, source), m: m}
+}
+
+// PublishMsg is bus.Publisher.PublishMsg: a parked message, or one sent back from the parked
+// stream (not counted by type: it is another's message).
+func (p *Publisher) PublishMsg(ctx context.Context, msg *nats.Msg) error {
+	return p.pub.PublishMsg(ctx, msg)
 }
 
 // Publish is bus.Publisher.Publish, counted.

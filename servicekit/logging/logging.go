@@ -32,6 +32,8 @@ const (
 	KeyOutcome      = "outcome"
 	KeyReason       = "reason"
 	KeyDelivered    = "delivered"
+	KeyFailures     = "failures"
+	KeyParkedTo     = "parked_to"
 )
 
 // Formats.

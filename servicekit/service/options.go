@@ -14,6 +14,7 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	"github.com/aicr-run/aicr-operator/servicekit/natsx"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
 // Defaults.
@@ -56,6 +57,9 @@ type Options struct {
 	EmbeddedNATSDir string
 	// StreamReplicas is --stream-replicas: JetStream replication of the streams.
 	StreamReplicas int
+	// ParkAfter is --park-after: failed handlings of a message before its dispatch loop parks
+	// it (dispatch.Dispatcher.ParkAfter).
+	ParkAfter int
 	// Kubeconfig is --kubeconfig; in-cluster configuration when empty.
 	Kubeconfig string
 	// KubeQPS and KubeBurst are --kube-qps and --kube-burst.
@@ -104,6 +108,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.EmbeddedNATSAddr, "embedded-nats-addr", DefaultEmbeddedNATSAddr, "listen address of the embedded NATS server")
 	fs.StringVar(&o.EmbeddedNATSDir, "embedded-nats-dir", "", "JetStream storage of the embedded NATS server (a temporary folder when empty)")
 	fs.IntVar(&o.StreamReplicas, "stream-replicas", 1, "JetStream replicas of the operator's streams (1, 3 or 5)")
+	fs.IntVar(&o.ParkAfter, "park-after", bus.ParkAfter, "failed handlings of a consumed message after which it is parked on the "+bus.StreamParked+" stream (kubectl aicr parked)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; in-cluster configuration when empty")
 	fs.Float64Var(&o.KubeQPS, "kube-qps", DefaultKubeQPS, "Kubernetes client queries per second")
 	fs.IntVar(&o.KubeBurst, "kube-burst", DefaultKubeBurst, "Kubernetes client burst")
@@ -148,6 +153,9 @@ func (o *Options) Validate() error {
 	}
 	if o.StreamReplicas != 1 && o.StreamReplicas != 3 && o.StreamReplicas != 5 {
 		errs = append(errs, fmt.Sprintf("--stream-replicas %d: use 1, 3 or 5", o.StreamReplicas))
+	}
+	if o.ParkAfter < 1 {
+		errs = append(errs, fmt.Sprintf("--park-after %d: use 1 or more", o.ParkAfter))
 	}
 	if o.KubeQPS <= 0 || o.KubeBurst <= 0 {
 		errs = append(errs, "--kube-qps and --kube-burst must be positive")

@@ -113,11 +113,16 @@ func Permissions(identity string) []Grant {
 		g = append(g, Grant{Publish, ConsumerAPI("CONSUMER.INFO", StreamEvents, ConsumerPlanner),
 			"read its durable consumer's backlog (the aicr_bus_consumer_* metrics)"},
 			Grant{Publish, StreamAPI("STREAM.INFO", StreamEvents), "look up the events stream to read its newest reports"},
-			Grant{Publish, StreamAPI("STREAM.MSG.GET", StreamEvents), "read the newest engine and credentials reports at start (its consumer acknowledged them before a restart)"})
+			Grant{Publish, StreamAPI("STREAM.MSG.GET", StreamEvents), "read the newest engine and credentials reports at start (its consumer acknowledged them before a restart)"},
+			Grant{Publish, ParkedSubject(ConsumerPlanner), "park an event its handler kept failing on"},
+			Grant{Publish, StreamAPI("STREAM.INFO", StreamParked), "count the parked messages (the MessagesParked condition)"},
+			Grant{Publish, StreamAPI("STREAM.MSG.GET", StreamParked), "read the parked messages, to show them and to retry them"},
+			Grant{Publish, StreamAPI("STREAM.MSG.DELETE", StreamParked), "remove a parked message once it was retried"})
 		g = append(g, consume(ConsumerPlanner)...)
 	case v1alpha1.BinaryApplier:
 		g = append(g,
 			Grant{Publish, SubjectAppliedPattern, "publish apply results"},
+			Grant{Publish, ParkedSubject(ConsumerApplier), "park a command its handler kept failing on"},
 			Grant{Publish, ConsumerAPI("CONSUMER.INFO", StreamCommands, ConsumerApplier), "bind to its durable consumer"})
 		g = append(g, consume(ConsumerApplier)...)
 	case v1alpha1.BinaryReadiness:
@@ -225,7 +230,8 @@ func Operations() []Operation {
 	add := func(group, name string, access Access, subject string) {
 		ops = append(ops, Operation{Group: group, Name: name, Access: access, Subject: subject})
 	}
-	lastOf := map[string]string{StreamCommands: ApplySubject("cluster", "gpu-operator"), StreamEvents: AppliedSubject("cluster", "gpu-operator")}
+	lastOf := map[string]string{StreamCommands: ApplySubject("cluster", "gpu-operator"), StreamEvents: AppliedSubject("cluster", "gpu-operator"),
+		StreamParked: ParkedSubject(ConsumerApplier)}
 	for _, s := range StreamConfigs(1) {
 		for _, op := range []struct{ api, name string }{
 			{"STREAM.CREATE", "create stream %s"}, {"STREAM.UPDATE", "update stream %s"}, {"STREAM.DELETE", "delete stream %s"},
@@ -264,6 +270,8 @@ func Operations() []Operation {
 		{"the engine state", SubjectEngine},
 		{"the credentials state", SubjectCredentials},
 		{"an audit record", SubjectAudit},
+		{"a parked command", ParkedSubject(ConsumerApplier)},
+		{"a parked event", ParkedSubject(ConsumerPlanner)},
 	} {
 		add("bus subjects", "publish "+p.name, Publish, p.subject)
 	}

@@ -29,6 +29,9 @@ func policy(identity string, op Operation) bool {
 		SubjectEngine:                             v1alpha1.BinaryReadiness,
 		SubjectCredentials:                        v1alpha1.BinaryCredRefresher,
 		SubjectAudit:                              v1alpha1.BinaryAdmission,
+		// each dispatch loop parks only what its own consumer delivered
+		ParkedSubject(ConsumerApplier): v1alpha1.BinaryApplier,
+		ParkedSubject(ConsumerPlanner): v1alpha1.BinaryPlanner,
 	}
 	if p, ok := producers[s]; ok {
 		return p == identity
@@ -43,7 +46,7 @@ func policy(identity string, op Operation) bool {
 			return identity == owner[c] // each consumer is read and acknowledged by its owner only
 		}
 	}
-	for _, stream := range []string{StreamCommands, StreamEvents} {
+	for _, stream := range []string{StreamCommands, StreamEvents, StreamParked} {
 		if s == StreamAPI("STREAM.CREATE", stream) || s == StreamAPI("STREAM.UPDATE", stream) {
 			return identity == StreamOwner
 		}
@@ -58,6 +61,10 @@ func policy(identity string, op Operation) bool {
 		// read the newest reports; the applier publishes only results, to a stream it never
 		// looks up
 		return identity != v1alpha1.BinaryApplier
+	case StreamAPI("STREAM.INFO", StreamParked), StreamAPI("STREAM.MSG.GET", StreamParked), StreamAPI("STREAM.MSG.DELETE", StreamParked):
+		// the planner shows the parked messages on the runtime, retries them when asked, and
+		// removes each it sent back; nobody else reads or changes the parked stream
+		return identity == v1alpha1.BinaryPlanner
 	case StreamAPI("STREAM.MSG.GET", StreamEvents):
 		// the planner reads the newest engine and credentials reports at start: events it
 		// consumes anyway

@@ -41,8 +41,22 @@ func (p *Publisher) Publish(ctx context.Context, subject, id string, m Envelope)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", h.Type, err)
 	}
-	if err := p.publish(ctx, subject, id, data); err != nil {
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, id)
+	if err := p.publish(ctx, msg); err != nil {
 		return fmt.Errorf("publish %s to %s: %w", h.Type, subject, err)
+	}
+	return nil
+}
+
+// PublishMsg sends msg as it is, with Publish's attempts: a parked message (ParkMsg) or one
+// sent back from the parked stream (Parked.RetryMsg). Its headers must carry its message ID.
+func (p *Publisher) PublishMsg(ctx context.Context, msg *nats.Msg) error {
+	if msg.Header.Get(jetstream.MsgIDHeader) == "" {
+		return fmt.Errorf("publish to %s: a message ID is required", msg.Subject)
+	}
+	if err := p.publish(ctx, msg); err != nil {
+		return fmt.Errorf("publish to %s: %w", msg.Subject, err)
 	}
 	return nil
 }
@@ -60,7 +74,7 @@ const (
 
 // publish tries until JetStream acknowledges data, an attempt fails otherwise than by going
 // unanswered, or ctx (PublishTimeout without a deadline) ends.
-func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte) error {
+func (p *Publisher) publish(ctx context.Context, m *nats.Msg) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, PublishTimeout)
@@ -68,8 +82,7 @@ func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte
 	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, PublishAttempt)
-		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, id)
+		msg := &nats.Msg{Subject: m.Subject, Data: m.Data, Header: m.Header} // a new one per attempt
 		_, err := p.js.PublishMsg(actx, msg)
 		cancel()
 		if err == nil || ctx.Err() != nil {

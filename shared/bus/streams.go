@@ -32,7 +32,9 @@ const (
 	AckWait = 3 * time.Second
 )
 
-// StreamConfigs returns the configuration of the commands and events streams. replicas is the
+// StreamConfigs returns the configuration of the commands, events and parked streams. A stream
+// added here is created by the planner's next start beside the ones that exist (an upgrade);
+// a change to an existing stream must be one JetStream accepts as an update. replicas is the
 // JetStream replication factor (1 for a single server).
 func StreamConfigs(replicas int) []jetstream.StreamConfig {
 	if replicas < 1 {
@@ -58,6 +60,18 @@ func StreamConfigs(replicas int) []jetstream.StreamConfig {
 			Replicas:    replicas,
 			Duplicates:  DuplicateWindow,
 			MaxAge:      EventsMaxAge,
+			Discard:     jetstream.DiscardOld,
+		},
+		{
+			Name:        StreamParked,
+			Description: "aicr-operator messages whose handling kept failing, until retried (kubectl aicr parked --retry)",
+			Subjects:    []string{SubjectParked},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			Duplicates:  DuplicateWindow,
+			MaxAge:      ParkedMaxAge,
+			MaxMsgs:     ParkedMaxMsgs,
 			Discard:     jetstream.DiscardOld,
 		},
 	}

@@ -157,7 +157,8 @@ func Run(ctx context.Context, o Options) error {
 		if err := base.Bus.WatchConsumer(cons); err != nil {
 			return err
 		}
-		d := &dispatch.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: base.Bus}
+		d := &dispatch.Dispatcher{Consumer: cons, Routes: w.Routes(), Workers: o.Workers, Metrics: base.Bus,
+			Park: base.Publisher().PublishMsg, ParkAfter: o.ParkAfter}
 		return d.Run(gctx)
 	})
 	base.Log.Info().Str("engine_namespace", o.EngineNamespace).Int("workers", o.Workers).Msg("started")

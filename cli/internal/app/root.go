@@ -194,6 +194,7 @@ Deployments live (default aicr-system; the kubeconfig context's namespace is not
 	add("follow", newStatusCmd(o), newDescribeCmd(o), newGraphCmd(o), newWaitCmd(o), newEventsCmd(o), newHistoryCmd(o), newLogsCmd(o))
 	add("act", newApproveCmd(o), newRevokeCmd(o), newRetryCmd(o))
 	add("act", newRuntimeFlagCmds(o)...)
+	add("act", newParkedCmd(o))
 	add("plan", newPlanCmd(o), newDiffCmd(o), newReproduceCmd(o), newBundleCmd(o))
 	add("check", newCheckCmd(o))
 	add("plugin", newVersionCmd(o), newCompletionCmd(o))

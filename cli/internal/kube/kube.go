@@ -230,6 +230,22 @@ func (c *Client) SetRuntimeFlag(ctx context.Context, field string, value bool) (
 	return RuntimeFrom(u)
 }
 
+// SetRuntimeAnnotation merge-patches one annotation of the ClusterRuntime.
+func (c *Client) SetRuntimeAnnotation(ctx context.Context, key, value string) (*Runtime, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return nil, fmt.Errorf("encode patch of clusterruntime %s: %w", v1alpha1.RuntimeName, err)
+	}
+	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Patch(ctx, v1alpha1.RuntimeName, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("annotate clusterruntime %s with %s: %w", v1alpha1.RuntimeName, key, ErrRuntimeNotFound)
+		}
+		return nil, fmt.Errorf("annotate clusterruntime %s with %s: %w", v1alpha1.RuntimeName, key, err)
+	}
+	return RuntimeFrom(u)
+}
+
 // WhoAmI returns the user name the API server authenticates this client as (a SelfSubjectReview).
 func (c *Client) WhoAmI(ctx context.Context) (string, error) {
 	res, err := c.Kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})

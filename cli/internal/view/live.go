@@ -64,9 +64,9 @@ func StatusScreen(rt *v1alpha1.ClusterRuntime, ro *v1alpha1.RuntimeRollout, now 
 // or EngineAvailable False.
 func attention(rt *v1alpha1.ClusterRuntime) []metav1.Condition {
 	var out []metav1.Condition
-	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable} {
+	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionMessagesParked, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable} {
 		c := condition(rt.Status.Conditions, t)
-		if c != nil && (t == v1alpha1.ConditionStalled) == (c.Status == metav1.ConditionTrue) {
+		if c != nil && v1alpha1.TrueNeedsAPerson(t) == (c.Status == metav1.ConditionTrue) {
 			out = append(out, *c)
 		}
 	}
@@ -244,7 +244,7 @@ func (c *Changes) Lines(runtime bool, rt *v1alpha1.ClusterRuntime, ro *v1alpha1.
 				}
 			}
 			add("runtime", line)
-			for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable} {
+			for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionMessagesParked, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable} {
 				line := ""
 				for _, cond := range attention(rt) {
 					if cond.Type == t {

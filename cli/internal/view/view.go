@@ -152,12 +152,12 @@ func Status(w io.Writer, rt *v1alpha1.ClusterRuntime, ro *v1alpha1.RuntimeRollou
 	if rt.Status.DesiredPlan != "" && rt.Status.DesiredPlan != rt.Status.ActivePlan {
 		fmt.Fprintf(w, "  desired plan: %s\n", rt.Status.DesiredPlan)
 	}
-	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable} {
+	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionMessagesParked, v1alpha1.ConditionResolved, v1alpha1.ConditionEngineAvailable} {
 		c := condition(rt.Status.Conditions, t)
 		if c == nil {
 			continue
 		}
-		bad := (t == v1alpha1.ConditionStalled) == (c.Status == metav1.ConditionTrue)
+		bad := v1alpha1.TrueNeedsAPerson(t) == (c.Status == metav1.ConditionTrue)
 		if bad {
 			fmt.Fprintf(w, "  %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, ago(c.LastTransitionTime.Time, now))
 		}

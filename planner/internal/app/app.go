@@ -187,6 +187,7 @@ func Run(ctx context.Context, o Options) error {
 				Identities: o.Identities(), Workers: o.Workers, Recorder: recorder, Metrics: metrics,
 				Bundles: bundles, Applications: argo.Applications(o.EngineNamespace).ListWatch(owned),
 				Settings: o.settings(), DriftResync: o.DriftResync,
+				Parked: dispatch.ParkedStream{JS: base.JS, Publish: base.Publisher().PublishMsg},
 			}, kube, base.Publisher())
 			ctrl.Restore(lctx, func(ctx context.Context, subject string) (*dispatch.Message, error) {
 				return dispatch.Last(ctx, base.JS, bus.StreamEvents, subject)
@@ -194,7 +195,8 @@ func Run(ctx context.Context, o Options) error {
 			lg, lgctx := errgroup.WithContext(lctx)
 			lg.Go(func() error { return ctrl.Run(lgctx, kube, base.KubeClient) })
 			lg.Go(func() error {
-				d := &dispatch.Dispatcher{Consumer: consumers[bus.ConsumerPlanner], Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: base.Bus}
+				d := &dispatch.Dispatcher{Consumer: consumers[bus.ConsumerPlanner], Routes: ctrl.Routes(), Workers: DispatchWorkers, Metrics: base.Bus,
+					Park: base.Publisher().PublishMsg, ParkAfter: o.ParkAfter}
 				return d.Run(lgctx)
 			})
 			return lg.Wait()

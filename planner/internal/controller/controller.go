@@ -70,6 +70,11 @@ type Config struct {
 	// DriftResync is how often every release is checked for drift anyway (DefaultDriftResync
 	// when zero).
 	DriftResync time.Duration
+	// Parked is the parked stream: read every ParkedPoll for the MessagesParked condition, and
+	// retried on AnnotationRetryParked. Neither happens when nil.
+	Parked ParkedStream
+	// ParkedPoll is how often the parked stream is read (ParkedPoll when zero).
+	ParkedPoll time.Duration
 }
 
 // Controller makes the planner's decisions for every ClusterRuntime.
@@ -95,6 +100,7 @@ type Controller struct {
 	overrides  map[string]override   // Events of writes that force drift back, by command ID, until answered
 	lastRepair map[string]lastRepair // the last drift forced back, by runtime/release (repeated)
 	refusals   map[string]int        // repairs the applier refused, by message ID: retried under a new one
+	parked     *bus.ParkedState      // the parked stream as last read (nil: not yet)
 
 	drift *appDrift // the level-triggered drift loop; nil without Config.Applications
 }
@@ -128,6 +134,9 @@ func New(cfg Config, store Store, pub Publisher) *Controller {
 	}
 	if cfg.DriftResync <= 0 {
 		cfg.DriftResync = DefaultDriftResync
+	}
+	if cfg.ParkedPoll <= 0 {
+		cfg.ParkedPoll = ParkedPoll
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = discard{}
@@ -239,6 +248,10 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 		if err := c.runDrift(ctx, &wg); err != nil {
 			return err
 		}
+	}
+	if c.cfg.Parked != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.watchParked(ctx) }()
 	}
 	for range c.cfg.Workers {
 		wg.Add(1)

@@ -143,10 +143,13 @@ func (c *Controller) readRuntime(ctx context.Context, name string) (*view, error
 	if deleting && !hasFinalizer {
 		return nil, nil
 	}
+	if rt, err = c.retryParked(ctx, rt); err != nil {
+		return nil, err
+	}
 	return &view{
 		rt: rt, deleting: deleting,
 		at: rollout.Position{Plan: rt.Status.ActivePlan, EnginePolicy: rt.Status.EnginePolicy},
-		in: status.Inputs{Runtime: rt, Engine: c.knownEngine(rt), Credentials: c.knownCreds(rt)},
+		in: status.Inputs{Runtime: rt, Engine: c.knownEngine(rt), Credentials: c.knownCreds(rt), Parked: c.knownParked()},
 	}, nil
 }
 

@@ -55,7 +55,12 @@ type Inputs struct {
 	// ActiveReleases are the releases of the active plan (nil when it cannot be read): only
 	// their entries in status.releases count, and Record drops the others.
 	ActiveReleases []string
+	// Parked is what the parked stream holds (nil: not read yet).
+	Parked *bus.ParkedState
 }
+
+// parkedListed is how many parked messages the MessagesParked condition names.
+const parkedListed = 5
 
 // Conditions returns the four conditions, without transition times.
 func Conditions(in Inputs) []metav1.Condition {
@@ -76,7 +81,41 @@ func Conditions(in Inputs) []metav1.Condition {
 		}
 		out = append(out, metav1.Condition{Type: f.typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
+	if st, reason, msg, ok := parked(in); ok {
+		out = append(out, metav1.Condition{Type: v1alpha1.ConditionMessagesParked, Status: st, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
 	return out
+}
+
+// parked is the MessagesParked condition: True while the parked stream holds messages, False
+// once it is empty again; absent (ok false) on a runtime that never had one parked, and kept
+// as it is while the stream was not read.
+func parked(in Inputs) (st metav1.ConditionStatus, reason, msg string, ok bool) {
+	had := meta.FindStatusCondition(in.Runtime.Status.Conditions, v1alpha1.ConditionMessagesParked)
+	switch {
+	case in.Parked == nil && had == nil:
+		return "", "", "", false
+	case in.Parked == nil:
+		return had.Status, had.Reason, had.Message, true
+	case in.Parked.Total == 0 && had == nil:
+		return "", "", "", false
+	case in.Parked.Total == 0:
+		return metav1.ConditionFalse, v1alpha1.ReasonNoMessagesParked, "no message is parked", true
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d message(s) parked after their handling kept failing; fix the cause, then send them back with kubectl aicr parked --retry", in.Parked.Total)
+	for i, p := range in.Parked.Oldest {
+		if i == parkedListed {
+			fmt.Fprintf(&b, "; and %d more (kubectl aicr parked)", in.Parked.Total-parkedListed)
+			break
+		}
+		fmt.Fprintf(&b, "; #%d %s", p.Seq, p.Subject)
+		if p.Consumer != "" {
+			fmt.Fprintf(&b, " (the %s gave up after %d failures)", p.Consumer, p.Failures)
+		}
+		fmt.Fprintf(&b, ": %s", p.Error)
+	}
+	return metav1.ConditionTrue, v1alpha1.ReasonMessageParked, b.String(), true
 }
 
 func credsBad(in Inputs) bool { return in.Credentials != nil && !in.Credentials.OK }
@@ -246,8 +285,8 @@ func Transitions(before, conds []metav1.Condition) []Transition {
 		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
 		}
-		warn := (c.Type == v1alpha1.ConditionStalled && c.Status == metav1.ConditionTrue) ||
-			(c.Type != v1alpha1.ConditionStalled && c.Status == metav1.ConditionFalse && c.Reason != v1alpha1.ReasonRollingOut && c.Reason != v1alpha1.ReasonResolving)
+		warn := (v1alpha1.TrueNeedsAPerson(c.Type) && c.Status == metav1.ConditionTrue) ||
+			(!v1alpha1.TrueNeedsAPerson(c.Type) && c.Status == metav1.ConditionFalse && c.Reason != v1alpha1.ReasonRollingOut && c.Reason != v1alpha1.ReasonResolving)
 		out = append(out, Transition{Condition: c, Warning: warn})
 	}
 	return out

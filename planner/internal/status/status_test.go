@@ -264,11 +264,76 @@ func TestTransitions(t *testing.T) {
 			conds: []metav1.Condition{cond(v1alpha1.ConditionEngineAvailable, f, v1alpha1.ReasonEngineMissing, "")},
 			want:  []Transition{{Condition: cond(v1alpha1.ConditionEngineAvailable, f, v1alpha1.ReasonEngineMissing, ""), Warning: true}},
 		},
+		"a message parked: warning": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionMessagesParked, tr, v1alpha1.ReasonMessageParked, "")},
+			want:  []Transition{{Condition: cond(v1alpha1.ConditionMessagesParked, tr, v1alpha1.ReasonMessageParked, ""), Warning: true}},
+		},
+		"none parked any more: normal": {
+			conds: []metav1.Condition{cond(v1alpha1.ConditionMessagesParked, f, v1alpha1.ReasonNoMessagesParked, "")},
+			want:  []Transition{{Condition: cond(v1alpha1.ConditionMessagesParked, f, v1alpha1.ReasonNoMessagesParked, "")}},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, Transitions(before, tc.conds)); diff != "" {
 				t.Errorf("transitions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// MessagesParked appears with the first parked message, names the oldest ones with their
+// errors, turns False when the stream is empty again, and stays as it was while the planner
+// has not read the stream.
+func TestMessagesParked(t *testing.T) {
+	parkedOne := func(seq uint64) *bus.Parked {
+		return &bus.Parked{Seq: seq, Subject: bus.ApplySubject("cluster", "gpu-operator"), Consumer: bus.ConsumerApplier, Failures: 10,
+			Error: "apply application argocd/gpu-operator: admission webhook denied"}
+	}
+	had := func(st metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.ConditionMessagesParked, Status: st, Reason: reason, Message: "before"}}
+	}
+	tests := map[string]struct {
+		before []metav1.Condition
+		parked *bus.ParkedState
+		want   *metav1.Condition // nil: no MessagesParked condition
+	}{
+		"never parked, not read yet": {},
+		"never parked":               {parked: &bus.ParkedState{}},
+		"one parked": {parked: &bus.ParkedState{Total: 1, Oldest: []*bus.Parked{parkedOne(3)}},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMessageParked, Message: "1 message(s) parked after their handling kept failing; " +
+				"fix the cause, then send them back with kubectl aicr parked --retry; #3 aicr.v1.cmd.apply.cluster.gpu-operator (the applier gave up after 10 failures): " +
+				"apply application argocd/gpu-operator: admission webhook denied"}},
+		"more than are named": {parked: &bus.ParkedState{Total: 9, Oldest: []*bus.Parked{parkedOne(1), parkedOne(2), parkedOne(3), parkedOne(4), parkedOne(5), parkedOne(6)}},
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMessageParked}},
+		"retried": {before: had(metav1.ConditionTrue, v1alpha1.ReasonMessageParked), parked: &bus.ParkedState{},
+			want: &metav1.Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoMessagesParked, Message: "no message is parked"}},
+		"not read since a restart": {before: had(metav1.ConditionTrue, v1alpha1.ReasonMessageParked),
+			want: &metav1.Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonMessageParked, Message: "before"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rt := &v1alpha1.ClusterRuntime{Status: v1alpha1.ClusterRuntimeStatus{Conditions: tc.before}}
+			conds := Conditions(Inputs{Runtime: rt, Parked: tc.parked})
+			var got *metav1.Condition
+			for i := range conds {
+				if conds[i].Type == v1alpha1.ConditionMessagesParked {
+					got = &conds[i]
+				}
+			}
+			switch {
+			case tc.want == nil && got != nil:
+				t.Fatalf("MessagesParked = %+v, want none", got)
+			case tc.want == nil:
+				return
+			case got == nil:
+				t.Fatalf("no MessagesParked condition, want %+v", tc.want)
+			}
+			if got.Status != tc.want.Status || got.Reason != tc.want.Reason || (tc.want.Message != "" && got.Message != tc.want.Message) {
+				t.Errorf("MessagesParked = %s %s %q, want %s %s %q", got.Status, got.Reason, got.Message, tc.want.Status, tc.want.Reason, tc.want.Message)
+			}
+			if name == "more than are named" && (strings.Count(got.Message, "#") != parkedListed || !strings.HasSuffix(got.Message, "; and 4 more (kubectl aicr parked)")) {
+				t.Errorf("message names %d and ends %q", strings.Count(got.Message, "#"), got.Message[len(got.Message)-40:])
 			}
 		})
 	}

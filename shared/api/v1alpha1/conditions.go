@@ -6,7 +6,26 @@ const (
 	ConditionStalled         = "Stalled"
 	ConditionResolved        = "Resolved"
 	ConditionEngineAvailable = "EngineAvailable"
+	// ConditionMessagesParked is True while the parked stream holds messages whose handling kept
+	// failing (bus.StreamParked); it appears once something was parked.
+	ConditionMessagesParked = "MessagesParked"
 )
+
+// MessagesParked reasons.
+const (
+	// ReasonMessageParked: a dispatch loop gave up on a message after bus.ParkAfter failed
+	// handlings; the message names it, where it came from and the error. kubectl aicr parked
+	// --retry (AnnotationRetryParked) sends it back.
+	ReasonMessageParked = "MessageParked"
+	// ReasonNoMessagesParked: the parked stream is empty again.
+	ReasonNoMessagesParked = "NoMessagesParked"
+)
+
+// TrueNeedsAPerson says whether a runtime condition of type t needs a person when True
+// (Stalled, MessagesParked); every other condition needs one when False.
+func TrueNeedsAPerson(t string) bool {
+	return t == ConditionStalled || t == ConditionMessagesParked
+}
 
 // Ready reasons.
 const (

@@ -98,6 +98,10 @@ const (
 	// AnnotationReadinessGate marks a readiness release ("true"): synced explicitly by the
 	// operator in each of its steps.
 	AnnotationReadinessGate = "operator.aicr.run/readiness-gate"
+	// AnnotationRetryParked on the ClusterRuntime asks the planner to send every parked message
+	// back to where it came from (kubectl aicr parked --retry); the planner removes it when
+	// done. Its value is anything (the time it was asked, by convention).
+	AnnotationRetryParked = "operator.aicr.run/retry-parked"
 	// AnnotationArgoRefresh asks Argo CD to compare the Application now; Argo CD removes it.
 	AnnotationArgoRefresh = "argocd.argoproj.io/refresh"
 )
