@@ -4,6 +4,8 @@ package deploy
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -131,6 +133,70 @@ func TestChartValuesCompaniesAdapt(t *testing.T) {
 				}
 			},
 		},
+		"image.digests pins a binary's image by digest, the others keep the tag": {
+			set: []string{"image.digests.planner=" + digest, "image.digests.setup=" + digest},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, o := range objs {
+					spec := podSpec(o)
+					if spec == nil || o.GetKind() == "StatefulSet" {
+						continue
+					}
+					img := spec["containers"].([]any)[0].(map[string]any)["image"]
+					pinned := o.GetName() == v1alpha1.ServiceAccountName("planner") || o.GetKind() == "Job"
+					if want := strings.HasSuffix(fmt.Sprint(img), "@"+digest); want != pinned {
+						t.Errorf("%s %s: image %v (pinned by digest: %v)", o.GetKind(), o.GetName(), img, pinned)
+					}
+				}
+			},
+		},
+		"fullnameOverride and nameOverride name every object": {
+			set: []string{"fullnameOverride=corp-aicr", "nameOverride=gpu-operator-ctl"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				for _, o := range objs {
+					if o.GetKind() == "Deployment" && !strings.HasPrefix(o.GetName(), "corp-aicr-") {
+						t.Errorf("Deployment %s: not prefixed by fullnameOverride", o.GetName())
+					}
+					if l := o.GetLabels()["app.kubernetes.io/name"]; l != "gpu-operator-ctl" && o.GetKind() != "CustomResourceDefinition" {
+						t.Errorf("%s %s: app.kubernetes.io/name %q", o.GetKind(), o.GetName(), l)
+					}
+				}
+				if charttest.Find(objs, "Deployment", "corp-aicr-planner") == nil {
+					t.Error("no Deployment corp-aicr-planner")
+				}
+			},
+		},
+		"serviceAccount.create false with a name: no ServiceAccount, that name everywhere": {
+			set: []string{"planner.serviceAccount.create=false", "planner.serviceAccount.name=corp-planner"},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				if sa := charttest.Find(objs, "ServiceAccount", v1alpha1.ServiceAccountName("planner")); sa != nil {
+					t.Error("the planner's ServiceAccount rendered with create false")
+				}
+				if sa, _, _ := unstructured.NestedString(charttest.Find(objs, "Deployment", v1alpha1.ServiceAccountName("planner")).Object,
+					"spec", "template", "spec", "serviceAccountName"); sa != "corp-planner" {
+					t.Errorf("planner's serviceAccountName %q", sa)
+				}
+				bound := false
+				for _, o := range objs {
+					if o.GetKind() != "RoleBinding" && o.GetKind() != "ClusterRoleBinding" {
+						continue
+					}
+					subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+					if contains(subjects, "map[kind:ServiceAccount name:corp-planner namespace:"+charttest.Namespace+"]") {
+						bound = true
+					}
+					if contains(subjects, "map[kind:ServiceAccount name:"+v1alpha1.ServiceAccountName("planner")+" namespace:"+charttest.Namespace+"]") {
+						t.Errorf("%s %s still binds the chart's planner ServiceAccount", o.GetKind(), o.GetName())
+					}
+				}
+				if !bound {
+					t.Error("no binding grants corp-planner the planner's rights")
+				}
+				if args := containerArgs(t, objs, "admission"); !slices.Contains(args, "--operator-identities=system:serviceaccount:"+charttest.Namespace+":corp-planner,"+
+					strings.Join(identities(binaries[1:]), ",")) {
+					t.Errorf("admission's operator identities %v", args)
+				}
+			},
+		},
 		"global values of a parent chart are accepted": {
 			set: []string{"global.imageRegistry=registry.example.com", "global.team=gpu"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -146,9 +212,23 @@ func TestChartValuesCompaniesAdapt(t *testing.T) {
 	}
 
 	// The schema still names what it refuses.
-	if _, err := charttest.Render(t, charttest.Release, charttest.Namespace, "registry.repository="+charttest.Repository, "extraVolumeMounts[0].name=x"); err == nil {
-		t.Error("an extraVolumeMount without mountPath rendered")
+	for _, bad := range []string{"extraVolumeMounts[0].name=x", "image.digests.planner=latest", "image.digests.nats=" + digest} {
+		if _, err := charttest.Render(t, charttest.Release, charttest.Namespace, "registry.repository="+charttest.Repository, bad); err == nil {
+			t.Errorf("%s rendered; the schema must refuse it", bad)
+		}
 	}
+}
+
+// digest is a well-formed image digest.
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// identities are the Kubernetes users of the binaries' default ServiceAccounts.
+func identities(bs []string) []string {
+	var ids []string
+	for _, b := range bs {
+		ids = append(ids, "system:serviceaccount:"+charttest.Namespace+":"+v1alpha1.ServiceAccountName(b))
+	}
+	return ids
 }
 
 // contains says whether the list l holds an element printed as want.

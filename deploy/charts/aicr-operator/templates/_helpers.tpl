@@ -3,12 +3,18 @@ Names. Every object is "<fullname>-<part>"; the release is normally "aicr-operat
 aicr-operator-planner, aicr-operator-nats, ...
 */}}
 {{- define "aicr.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- $name := include "aicr.name" . -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The chart's name: nameOverride, or the chart's. */}}
+{{- define "aicr.name" -}}{{ default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" }}{{- end -}}
 
 {{/* The five binaries, in a fixed order. */}}
 {{- define "aicr.binaries" -}}planner applier readiness credrefresher admission{{- end -}}
@@ -17,7 +23,7 @@ aicr-operator-planner, aicr-operator-nats, ...
 {{- define "aicr.leaderBinaries" -}}planner readiness credrefresher{{- end -}}
 
 {{- define "aicr.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "aicr.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: aicr-operator
@@ -30,7 +36,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Selector labels of one component: dict "root" $ "component" "planner" */}}
 {{- define "aicr.selectorLabels" -}}
-app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/name: {{ include "aicr.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -42,7 +48,8 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* ServiceAccount name of a binary: dict "root" $ "component" "planner" */}}
 {{- define "aicr.serviceAccount" -}}
-{{- printf "%s-%s" (include "aicr.fullname" .root) .component -}}
+{{- $sa := (index .root.Values .component).serviceAccount -}}
+{{- default (printf "%s-%s" (include "aicr.fullname" .root) .component) $sa.name -}}
 {{- end -}}
 
 {{/* The Kubernetes user name of a binary's ServiceAccount. */}}
@@ -72,8 +79,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- trimSuffix "/" (trimPrefix "oci://" $r) -}}
 {{- end -}}
 
+{{/* A binary's image: <image.registry>/<binary>@<digest> with image.digests.<binary>, else
+<image.registry>/<binary>:<tag>. */}}
 {{- define "aicr.image" -}}
-{{- printf "%s/%s:%s" (trimSuffix "/" .root.Values.image.registry) .component (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- $repo := printf "%s/%s" (trimSuffix "/" .root.Values.image.registry) .component -}}
+{{- with index .root.Values.image.digests .component -}}
+{{- printf "%s@%s" $repo . -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "aicr.natsName" -}}{{ include "aicr.fullname" . }}-nats{{- end -}}
