@@ -121,11 +121,18 @@ test-%: ## Run one module's unit tests (test-planner, test-shared, ...)
 	@hack/tools.sh ensure gcc
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./$*/...
 
+# make lint: golangci-lint (.golangci.yml: go vet's checks, staticcheck, revive, errcheck, gosec,
+# misspell, importas) over every module of go.work with the test tiers' tags, then the packages
+# behind their own tags (benchmarks, chaos) with theirs. LINT_FLAGS=--fix applies the fixes the
+# linters know.
+LINT_FLAGS ?=
 .PHONY: lint
-lint: ## go vet every module (with the test-tier tags), and the benchmarks with theirs
-	go vet -tags integration,e2e $(call pkgs,$(MODULES))
-	go vet -tags bench ./e2e/bench/...
-	go vet -tags benchargocd ./e2e/benchargocd/...
+lint: ## golangci-lint every module (with the test-tier tags), and the benchmarks and chaos with theirs
+	@gl=$$(hack/tools.sh bindir golangci-lint)/golangci-lint; \
+	$$gl run $(LINT_FLAGS) --build-tags integration,e2e $(call pkgs,$(MODULES)); \
+	$$gl run $(LINT_FLAGS) --build-tags bench ./e2e/bench/...; \
+	$$gl run $(LINT_FLAGS) --build-tags benchargocd ./e2e/benchargocd/...; \
+	$$gl run $(LINT_FLAGS) --build-tags chaos ./e2e/chaos/...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target (FUZZTIME=60s by default)

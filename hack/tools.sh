@@ -10,7 +10,9 @@
 #   hack/tools.sh list        print the tool names
 #
 # TOOL: etcd kube-apiserver kube-controller-manager kube-scheduler (kube: all three) kwok helm
-# registry argocd controller-gen nats-server redis docker-compose gcc.
+# registry argocd controller-gen nats-server golangci-lint govulncheck redis docker-compose gcc.
+# govulncheck's folder also holds vulndb/, the Go vulnerability database built offline from the
+# golang.org/x/vulndb module at VULNDB_VERSION (see build_govulncheck).
 #
 # Missing tools build side by side: module downloads and apt installs at once, at most
 # AICR_TOOLS_JOBS compiles (2 by default), the longest first. --with runs CMD (bash -c) as one more
@@ -35,10 +37,16 @@ HELM_VERSION=v3.19.5
 REGISTRY_VERSION=v3.1.2
 CONTROLLER_TOOLS_VERSION=v0.19.0
 NATS_SERVER_VERSION=v2.15.2
+GOLANGCI_LINT_VERSION=v2.15.0
+GOVULNCHECK_VERSION=v1.9.0
+# the newest snapshot of the Go vulnerability database's source repository the Go module proxy
+# serves: the reports as OSV JSON (data/osv), from which build_govulncheck writes the database
+VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
+vulndb_time() { local t=${VULNDB_VERSION%-*}; echo "${t##*-}"; } # the commit time in the pseudo-version
 
 CACHE=${AICR_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aicr-operator/tools}
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm registry argocd controller-gen nats-server redis docker-compose gcc)
+ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm registry argocd controller-gen nats-server golangci-lint govulncheck redis docker-compose gcc)
 KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler)
 BUILD_SLOTS=${AICR_TOOLS_JOBS:-2}
 
@@ -59,6 +67,8 @@ version_of() { # GROUP
     registry) echo "$REGISTRY_VERSION" ;;
     controller-gen) echo "$CONTROLLER_TOOLS_VERSION" ;;
     nats-server) echo "$NATS_SERVER_VERSION" ;;
+    golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
+    govulncheck) echo "$GOVULNCHECK_VERSION" ;;
     redis | docker-compose | gcc) echo "debian" ;;
     *) log "unknown tool $1 (known: kube ${ALL_TOOLS[*]})"; exit 2 ;;
   esac
@@ -68,6 +78,7 @@ version_of() { # GROUP
 recipe_of() {
   case "$1" in
     argocd) echo "-controller-reposerver" ;; # only the application controller and the repo-server
+    govulncheck) echo "-db$(vulndb_time)" ;; # with the database of that vulndb commit
     *) echo "" ;;
   esac
 }
@@ -278,6 +289,143 @@ build_controller-gen() { build_module; }
 # nats-server runs as its own process where a test kills and restarts it (e2e/chaos).
 fetch_nats-server() { fetch_module nats-server github.com/nats-io/nats-server/v2 "$NATS_SERVER_VERSION" github.com/nats-io/nats-server/v2; }
 build_nats-server() { build_module; }
+fetch_golangci-lint() { fetch_module golangci-lint github.com/golangci/golangci-lint/v2 "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint; }
+build_golangci-lint() { build_module; }
+
+# govulncheck, and beside it vulndb/, a database it reads with -db file://.../vulndb: there is no
+# network but the Go module proxy, so vuln.go.dev is out of reach. The proxy serves the database's
+# source repository, golang.org/x/vulndb, whose data/osv holds every report as the OSV JSON the
+# database serves; the program below writes them in the database's layout (index/db.json,
+# index/modules.json, index/vulns.json, ID/<id>.json; golang.org/x/vulndb/internal/database does
+# the same, but from a git clone). The entries are copied as they are. Left out: each module's
+# "fixed" hint (optional: without it govulncheck reads the entry), and the entries' modified times
+# (the repository sets them from git history, which a module lacks); db.json's is the snapshot's
+# commit time, so govulncheck reports how old the database is. A newer database: a newer
+# VULNDB_VERSION.
+fetch_govulncheck() {
+  fetch_module govulncheck golang.org/x/vuln "$GOVULNCHECK_VERSION" golang.org/x/vuln/cmd/govulncheck
+  modinfo "golang.org/x/vulndb@$VULNDB_VERSION" Dir >.vulndbdir
+}
+build_govulncheck() {
+  build_module
+  mkdir -p gendb
+  printf 'module aicr.local/tools/gendb\ngo 1.26.0\n' >gendb/go.mod
+  cat >gendb/main.go <<'EOM'
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+type entry struct {
+	ID       string   `json:"id"`
+	Modified string   `json:"modified"`
+	Aliases  []string `json:"aliases"`
+	Affected []struct {
+		Package struct {
+			Name string `json:"name"`
+		} `json:"package"`
+	} `json:"affected"`
+}
+
+type moduleVuln struct {
+	ID       string `json:"id"`
+	Modified string `json:"modified"`
+}
+
+type module struct {
+	Path  string       `json:"path"`
+	Vulns []moduleVuln `json:"vulns"`
+}
+
+type vuln struct {
+	ID       string   `json:"id"`
+	Modified string   `json:"modified"`
+	Aliases  []string `json:"aliases,omitempty"`
+}
+
+// gendb OSV-DIR COMMIT-TIME OUT-DIR
+func main() {
+	if err := run(os.Args[1], os.Args[2], os.Args[3]); err != nil {
+		fmt.Fprintln(os.Stderr, "gendb:", err)
+		os.Exit(1)
+	}
+}
+
+func run(osvDir, stamp, out string) error {
+	when, err := time.Parse("20060102150405", stamp)
+	if err != nil {
+		return fmt.Errorf("commit time %q: %w", stamp, err)
+	}
+	files, err := filepath.Glob(filepath.Join(osvDir, "GO-*.json"))
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no reports in %s", osvDir)
+	}
+	for _, d := range []string{"index", "ID"} {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			return err
+		}
+	}
+	mods := map[string]*module{}
+	var vulns []vuln
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var e entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if e.ID == "" {
+			return fmt.Errorf("%s: no id", f)
+		}
+		vulns = append(vulns, vuln{ID: e.ID, Modified: e.Modified, Aliases: e.Aliases})
+		for _, a := range e.Affected {
+			m := mods[a.Package.Name]
+			if m == nil {
+				m = &module{Path: a.Package.Name, Vulns: []moduleVuln{}}
+				mods[a.Package.Name] = m
+			}
+			m.Vulns = append(m.Vulns, moduleVuln{ID: e.ID, Modified: e.Modified})
+		}
+		if err := os.WriteFile(filepath.Join(out, "ID", e.ID+".json"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	modules := make([]*module, 0, len(mods))
+	for _, m := range mods {
+		modules = append(modules, m)
+	}
+	sort.Slice(modules, func(i, j int) bool { return modules[i].Path < modules[j].Path })
+	sort.Slice(vulns, func(i, j int) bool { return vulns[i].ID < vulns[j].ID })
+	for name, v := range map[string]any{
+		"db.json":      map[string]string{"modified": when.UTC().Format(time.RFC3339)},
+		"modules.json": modules,
+		"vulns.json":   vulns,
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(out, "index", name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("gendb: %d reports, %d modules\n", len(vulns), len(modules))
+	return nil
+}
+EOM
+  (cd gendb && go run . "$(cat ../.vulndbdir)/data/osv" "$(vulndb_time)" "$d/bin.tmp/vulndb")
+}
 
 # apt_tool GROUP: link the tool from the system, installing its Debian packages first when it is missing.
 apt_tool() {
@@ -344,6 +492,8 @@ builtin_estimate() { # GROUP COMPS
     registry) echo 105 ;;
     controller-gen) echo 40 ;;
     nats-server) echo 40 ;;
+    golangci-lint) echo 150 ;;
+    govulncheck) echo 30 ;;
     std) echo 60 ;;
     binaries) echo 230 ;;
     redis | docker-compose | gcc) echo 30 ;;
