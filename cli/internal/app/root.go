@@ -1,7 +1,8 @@
 // Package app is the plugin's command line, built the way kubectl's own commands are: cobra
 // commands, kubectl's connection flags (k8s.io/cli-runtime's ConfigFlags: --kubeconfig,
 // --context, -n, --as, --token, --request-timeout, ...) and its printers for -o. Every command
-// talks only to the API server.
+// talks to the API server; bundle push/import and check's repo-creds probe also reach an OCI
+// registry.
 package app
 
 import (
@@ -135,8 +136,8 @@ func newRoot(o *options) *cobra.Command {
 software stack out through Argo CD in dependency order. It shows where a rollout is and what blocks
 it (live, from a watch), draws its dependency graph, approves and revokes Remove steps, pauses the
 rollout or the engine, shows what the next rollout would change, and previews a bundle without a
-cluster. It talks only to the Kubernetes API server, with kubectl's connection flags (bundle import
-talks to your OCI registry instead).
+cluster. It talks to the Kubernetes API server, with kubectl's connection flags; bundle import and
+push, and check's repo-creds probe, also talk to your OCI registry.
 
 The ClusterRuntime and RuntimeRollouts are cluster-scoped; -n/--namespace (or its first name
 --operator-namespace) is the operator's namespace, where plans, bundles and the operator's
