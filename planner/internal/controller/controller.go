@@ -197,6 +197,11 @@ func (c *Controller) Run(ctx context.Context, kube *Kube, core kubernetes.Interf
 		}
 	}
 	updateRuntime := func(old, obj any) {
+		if was, ok := old.(*v1alpha1.ClusterRuntime); ok {
+			if rt, ok := obj.(*v1alpha1.ClusterRuntime); ok && was.Status.ActivePlan != rt.Status.ActivePlan {
+				c.checkRuntime(rt.Name) // a check that found the runtime behind its rollout waits for this
+			}
+		}
 		if !sameGeneration(old, obj) {
 			enqueueRuntime(obj)
 			if rt, ok := obj.(*v1alpha1.ClusterRuntime); ok {

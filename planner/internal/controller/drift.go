@@ -213,6 +213,9 @@ func (c *Controller) reconcileDrift(ctx context.Context, k driftKey) error {
 		return fmt.Errorf("list rollouts of %s: %w", k.runtime, err)
 	}
 	inflight := inFlightOf(rt, rollouts)
+	if inflight == nil && runtimeBehind(rt, rollouts) {
+		return nil // the runtime's active plan is not written yet: its change checks again
+	}
 	h, err := c.holding(ctx, rt, rt.Status.ActivePlan, rollouts, nil)
 	if err != nil {
 		return err
@@ -241,6 +244,29 @@ func (c *Controller) reconcileDrift(ctx context.Context, k driftKey) error {
 		}
 	}
 	return nil
+}
+
+// runtimeBehind reports whether the runtime's status has not caught up with its latest rollout:
+// the rollout written last (the highest resourceVersion, never a clock) succeeded, but the
+// runtime's active plan is not yet that rollout's. Judged then, the releases the rollout moved
+// or removed would be held at the plan before it, and a repair would roll its writes back or
+// write a removed release again.
+func runtimeBehind(rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout) bool {
+	var last *v1alpha1.RuntimeRollout
+	for i := range rollouts {
+		r := &rollouts[i]
+		if r.Spec.RuntimeUID != string(rt.UID) {
+			continue
+		}
+		if last == nil {
+			last = r
+			continue
+		}
+		if cmp, ok := v1alpha1.CompareSeq(r.ResourceVersion, last.ResourceVersion); ok && cmp > 0 {
+			last = r
+		}
+	}
+	return last != nil && last.Status.Phase == v1alpha1.PhaseSucceeded && last.Spec.ToDigest != rt.Status.ActivePlan
 }
 
 // inFlightOf is the runtime's rollout in flight, or nil.

@@ -32,12 +32,12 @@ type fakeApps struct {
 
 func (f *fakeApps) lw() cache.ListerWatcher {
 	return &cache.ListWatch{
-		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return &argoapp.ApplicationList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: append([]argoapp.Application(nil), f.items...)}, nil
 		},
-		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return f.w, nil },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return f.w, nil },
 	}
 }
 
@@ -201,14 +201,14 @@ func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
 	release := h.plan.Releases[0].Name
 	edited := h.written(t, release)
 	edited.ResourceVersion = "11"
-	edited.Annotations[v1alpha1.AnnotationPlanDigest] = "sha256:" + strings.Repeat("0", 64)
+	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"hand"},"replicas":2}`)}
 	h.change(t, edited)
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 		t.Fatal(err)
 	}
 	cmds := h.pub.published()
 	if len(cmds) != 1 {
-		t.Fatalf("published %v, want one repair of the edited plan-digest", cmds)
+		t.Fatalf("published %v, want one repair of the edited values", cmds)
 	}
 	if n := len(h.rec.Events); n != 0 {
 		t.Fatalf("%d Events before the applier answered: %s", n, <-h.rec.Events)

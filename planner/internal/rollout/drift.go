@@ -26,10 +26,14 @@ type Live struct {
 //
 //   - a release whose step in flight (or succeeded) wrote the Application, by its step and
 //     rollout UID annotations, must be at that rollout's plan;
-//   - a release left unsure by a step that did not succeed is at the plan that step wrote when
-//     the operator's own write says so (its plan-digest annotation, not taken over by anyone,
-//     names that plan or the one held before): a failed rollout's write is never rolled back;
-//   - any other release is at the plan it was last written from (h.Digests).
+//   - an Application whose plan-digest annotation the operator's own write still owns (nobody
+//     took it over) is judged at that plan: a repair forces fields back, it never moves a
+//     release from one plan to another. Moving is a rollout's work, and a check that read the
+//     runtime or the rollouts a moment before a rollout's last write would otherwise roll that
+//     write back (and rewrite every release a rollout left alone, whose annotation names the
+//     plan it was written from);
+//   - any other release (deleted, or its plan-digest edited by someone else) is at the plan it
+//     was last written from (h.Digests).
 func ExpectedPlan(h Holding, inflight *v1alpha1.RuntimeRollout, release string, live Live) (digest string, judge bool) {
 	if inflight != nil {
 		if s := StepFor(inflight, release); s != nil && s.StartedAt != nil {
@@ -48,8 +52,7 @@ func ExpectedPlan(h Holding, inflight *v1alpha1.RuntimeRollout, release string, 
 	if !ok {
 		return "", false
 	}
-	if h.Unsure[release] && live.Exists && live.PlanDigestOurs && live.PlanDigest != "" &&
-		(live.PlanDigest == h.Tried[release] || live.PlanDigest == digest) {
+	if live.Exists && live.PlanDigestOurs && live.PlanDigest != "" {
 		return live.PlanDigest, true
 	}
 	return digest, true

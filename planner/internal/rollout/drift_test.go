@@ -34,11 +34,13 @@ func TestExpectedPlan(t *testing.T) {
 		judge    bool
 	}{
 		"a release at the active plan":                               {release: "a", live: ours(active), want: active, judge: true},
-		"a release a failed rollout moved, at that rollout's plan":   {release: "c", live: ours(active), want: failedTo, judge: true},
+		"a release a failed rollout moved, at that rollout's plan":   {release: "c", live: ours(failedTo), want: failedTo, judge: true},
+		"the operator's write names another plan: judged there":      {release: "c", live: ours(active), want: active, judge: true},
+		"a release whose plan-digest someone else took":              {release: "c", live: Live{Exists: true, PlanDigest: active}, want: failedTo, judge: true},
 		"an unsure release the failed step wrote keeps its plan":     {release: "b", live: ours(failedTo), want: failedTo, judge: true},
 		"an unsure release the failed step never wrote":              {release: "b", live: ours(active), want: active, judge: true},
 		"an unsure release whose plan-digest someone else took":      {release: "b", live: Live{Exists: true, PlanDigest: failedTo}, want: active, judge: true},
-		"an unsure release whose plan-digest names a third plan":     {release: "b", live: ours(next), want: active, judge: true},
+		"an unsure release whose plan-digest names a third plan":     {release: "b", live: ours(next), want: next, judge: true},
 		"a deleted release is judged against what it holds":          {release: "c", live: Live{}, want: failedTo, judge: true},
 		"a release the stack does not hold is not judged":            {release: "x", live: ours(active)},
 		"the step in flight has written it: its rollout's plan":      {inflight: inflight, release: "a", live: Live{Exists: true, Step: "r-next/1", StepRolloutUID: "uid-next", PlanDigest: next, PlanDigestOurs: true}, want: next, judge: true},
