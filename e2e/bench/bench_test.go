@@ -113,7 +113,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		return 1
 	}
-	defer env.Stop()
+	defer func() { _ = env.Stop() }()
 	results = &report{benchstat.NewReport("aicr-operator performance (make bench)")}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -741,7 +741,7 @@ func judgeAll(ctx context.Context, dir, rt, name string) (judged, error) {
 	if err != nil {
 		return judged{}, err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	start := time.Now()
 	cpu := newCPUMeter()
 	var env []string
@@ -752,7 +752,7 @@ func judgeAll(ctx context.Context, dir, rt, name string) (judged, error) {
 	if err != nil {
 		return judged{}, err
 	}
-	defer h.stop(name)
+	defer func() { _ = h.stop(name) }()
 	err = testenv.WaitFor(ctx, verdictsTimeout, "readiness judges 10 000 Applications", func(context.Context) (bool, error) {
 		select {
 		case <-p.exited:
@@ -1008,7 +1008,7 @@ func measureWrites(ctx context.Context, rolloutName string, started time.Time, p
 	if err != nil {
 		return writes{}, err
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	pub := bus.NewPublisher(h.js, "bench")
 	start := time.Now()
 	for i := range writeCommands {
@@ -1075,7 +1075,7 @@ func withOwnAPIServer(ctx context.Context, f func() error) error {
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
+	defer func() { _ = env.Stop() }()
 	own, err := newHarness(ctx, env, h.binDir)
 	if err != nil {
 		if own != nil {

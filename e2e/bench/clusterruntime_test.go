@@ -46,11 +46,11 @@ func waitRolledOut(ctx context.Context, digest string) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("list clusterruntime: %w", err)
 		}
 		for i := range list.Items {
-			if ok, why := rolledOut(&list.Items[i], digest); ok {
+			ok, why := rolledOut(&list.Items[i], digest)
+			if ok {
 				return time.Now(), nil
-			} else {
-				last = why
 			}
+			last = why
 		}
 		w, err := res.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + v1alpha1.RuntimeName, ResourceVersion: list.GetResourceVersion()})
 		if err != nil {
@@ -61,12 +61,12 @@ func waitRolledOut(ctx context.Context, digest string) (time.Time, error) {
 			if !ok {
 				continue
 			}
-			if ok, why := rolledOut(u, digest); ok {
+			done, why := rolledOut(u, digest)
+			if done {
 				w.Stop()
 				return time.Now(), nil
-			} else {
-				last = why
 			}
+			last = why
 		}
 		w.Stop()
 		if ctx.Err() != nil {

@@ -55,7 +55,7 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 		pctx, pcancel := context.WithCancel(ctx)
 		stop := func() {
 			pcancel()
-			env.Stop()
+			_ = env.Stop()
 		}
 		p, err := newCostProbe(pctx, env, app, ro)
 		if err != nil {

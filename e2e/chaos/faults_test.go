@@ -90,7 +90,7 @@ type monkey struct {
 
 func newMonkey(s *stack.Stack, seed int64, eng *engineRunner, log func(string, ...any)) *monkey {
 	m := &monkey{s: s, log: log, engine: eng, lease: leaseDuration, doubleChance: 0.2,
-		rand: rand.New(rand.NewPCG(uint64(seed), 2)), locks: map[string]*sync.Mutex{}}
+		rand: rand.New(rand.NewPCG(uint64(seed), 2)), locks: map[string]*sync.Mutex{}} //nolint:gosec // G115: a seed, any bit pattern will do
 	m.kinds = faultKinds(len(s.NATSNodes()) > 1)
 	return m
 }

@@ -56,7 +56,7 @@ func unpackLayer(tr *tar.Reader, dir string) error {
 			}
 			continue
 		}
-		mode := os.FileMode(h.Mode).Perm()
+		mode := os.FileMode(h.Mode).Perm() //nolint:gosec // G115: Perm keeps the low nine bits
 		if h.Mode&0o1000 != 0 {
 			mode |= os.ModeSticky
 		}

@@ -318,7 +318,7 @@ func (d *Dispatcher) handle(ctx context.Context, msg jetstream.Msg, stop func())
 			}
 			log.Warn().Err(perr).Msg("park message, will retry")
 		}
-		delay := Backoff(uint64(n))
+		delay := Backoff(uint64(n)) //nolint:gosec // G115: n counts failed handlings, from 1 up
 		log.Warn().Err(err).Int(logging.KeyFailures, n).Dur(logging.KeyDuration, delay).Msg("handle message, will retry")
 		_ = msg.NakWithDelay(delay)
 		d.count(h.Type, "nak", m.Delivered, elapsed)

@@ -13,8 +13,8 @@ import (
 )
 
 // ReadParked reads the parked stream (bus.StreamParked): how many messages it holds and the
-// oldest max of them. A stream that does not exist yet holds nothing.
-func ReadParked(ctx context.Context, js jetstream.JetStream, max int) (bus.ParkedState, error) {
+// oldest limit of them. A stream that does not exist yet holds nothing.
+func ReadParked(ctx context.Context, js jetstream.JetStream, limit int) (bus.ParkedState, error) {
 	var st bus.ParkedState
 	s, err := js.Stream(ctx, bus.StreamParked)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -29,7 +29,7 @@ func ReadParked(ctx context.Context, js jetstream.JetStream, max int) (bus.Parke
 	}
 	st.Total = info.State.Msgs
 	// The next stored message from seq on (retried ones leave gaps), one request each.
-	for seq := info.State.FirstSeq; len(st.Oldest) < max && st.Total > 0 && seq <= info.State.LastSeq; {
+	for seq := info.State.FirstSeq; len(st.Oldest) < limit && st.Total > 0 && seq <= info.State.LastSeq; {
 		raw, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(bus.SubjectParked))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
@@ -85,8 +85,8 @@ type ParkedStream struct {
 }
 
 // Read is ReadParked.
-func (p ParkedStream) Read(ctx context.Context, max int) (bus.ParkedState, error) {
-	return ReadParked(ctx, p.JS, max)
+func (p ParkedStream) Read(ctx context.Context, limit int) (bus.ParkedState, error) {
+	return ReadParked(ctx, p.JS, limit)
 }
 
 // Retry is RetryParked.

@@ -143,11 +143,11 @@ func (p *Parked) RetryMsg() *nats.Msg {
 	return out
 }
 
-// oneLine keeps an error on one header line (no CR or LF) of at most max bytes.
-func oneLine(s string, max int) string {
+// oneLine keeps an error on one header line (no CR or LF) of at most limit bytes.
+func oneLine(s string, limit int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max-3], "") + "..."
+	if len(s) > limit {
+		s = strings.ToValidUTF8(s[:limit-3], "") + "..."
 	}
 	return s
 }

@@ -23,7 +23,7 @@ const (
 	NATS      = "nats"
 	Leaders   = "leaders"
 	ArgoCD    = "argocd"
-	RepoCreds = "repo-creds"
+	RepoCreds = "repo-creds" //nolint:gosec // G101: a check's name, not a credential
 )
 
 // Names are the checks in order.

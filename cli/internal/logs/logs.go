@@ -170,7 +170,7 @@ func Merge(sources [][]Line) []Line {
 			if next[i] >= len(s) {
 				continue
 			}
-			if best < 0 || s[next[i]].Time.Before(sources[best][next[best]].Time) {
+			if best < 0 || s[next[i]].Time.Before(sources[best][next[best]].Time) { //nolint:gosec // G602: best >= 0 here, by the || before it
 				best = i
 			}
 		}

@@ -17,8 +17,8 @@ import (
 // ParkedStream is the parked stream (bus.StreamParked) as the planner uses it: what it holds,
 // and sending a parked message back to where it came from.
 type ParkedStream interface {
-	// Read returns how many messages are parked and the oldest max of them.
-	Read(ctx context.Context, max int) (bus.ParkedState, error)
+	// Read returns how many messages are parked and the oldest limit of them.
+	Read(ctx context.Context, limit int) (bus.ParkedState, error)
 	// Retry sends p back to its subject and removes it from the parked stream.
 	Retry(ctx context.Context, p *bus.Parked) error
 }

@@ -19,8 +19,8 @@ type fakeParked struct {
 	refuse  map[uint64]bool
 }
 
-func (f *fakeParked) Read(_ context.Context, max int) (bus.ParkedState, error) {
-	return bus.ParkedState{Total: uint64(len(f.held)), Oldest: slices.Clone(f.held[:min(max, len(f.held))])}, nil
+func (f *fakeParked) Read(_ context.Context, limit int) (bus.ParkedState, error) {
+	return bus.ParkedState{Total: uint64(len(f.held)), Oldest: slices.Clone(f.held[:min(limit, len(f.held))])}, nil
 }
 
 func (f *fakeParked) Retry(_ context.Context, p *bus.Parked) error {
