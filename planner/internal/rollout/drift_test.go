@@ -14,7 +14,6 @@ func TestExpectedPlan(t *testing.T) {
 	h := Holding{
 		Digests: map[string]string{"a": active, "b": active, "c": failedTo, "d": active},
 		Unsure:  map[string]bool{"b": true},
-		Tried:   map[string]string{"b": failedTo},
 	}
 	inflight := &v1alpha1.RuntimeRollout{
 		ObjectMeta: metav1.ObjectMeta{Name: "r-next", UID: "uid-next"},

@@ -18,9 +18,6 @@ type Holding struct {
 	// they were not judged ready at it, so the next rollout gives them a step even when their
 	// plan's release is unchanged.
 	Unsure map[string]bool
-	// Tried is, for each unsure release, the plan the last step started on it writes: what the
-	// release holds if that step's write landed (ExpectedPlan decides from the Application).
-	Tried map[string]string
 }
 
 // Held folds, over the active plan's releases, the rollouts of runtimeUID that moved the stack
@@ -31,7 +28,7 @@ type Holding struct {
 // unsure; a Remove step that succeeded removes it. rollouts may hold any rollouts of the
 // runtime, in any order.
 func Held(active []string, activeDigest string, rollouts []v1alpha1.RuntimeRollout, runtimeUID string) Holding {
-	h := Holding{Digests: make(map[string]string, len(active)), Unsure: map[string]bool{}, Tried: map[string]string{}}
+	h := Holding{Digests: make(map[string]string, len(active)), Unsure: map[string]bool{}}
 	for _, n := range active {
 		h.Digests[n] = activeDigest
 	}
@@ -67,15 +64,12 @@ func Held(active []string, activeDigest string, rollouts []v1alpha1.RuntimeRollo
 				if s.State == v1alpha1.StepSucceeded {
 					delete(h.Digests, s.Release)
 					delete(h.Unsure, s.Release)
-					delete(h.Tried, s.Release)
 				}
 			case s.State == v1alpha1.StepSucceeded:
 				h.Digests[s.Release] = r.Spec.ToDigest
 				delete(h.Unsure, s.Release)
-				delete(h.Tried, s.Release)
 			case s.StartedAt != nil:
 				h.Unsure[s.Release] = true
-				h.Tried[s.Release] = r.Spec.ToDigest
 				if s.Verdict != nil {
 					h.Digests[s.Release] = r.Spec.ToDigest // readiness judged the step's write
 				}

@@ -55,11 +55,11 @@ func TestHeld(t *testing.T) {
 	}{
 		"only the active plan": {
 			rollouts: []v1alpha1.RuntimeRollout{at(install, 0, time.Minute)},
-			want:     Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}, Tried: map[string]string{}},
+			want:     Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}},
 		},
 		"a failed rollout leaves what it wrote at its plan, and what it started unsure": {
 			rollouts: []v1alpha1.RuntimeRollout{at(install, 0, time.Minute), at(failed(), 2*time.Minute, 0)},
-			want:     Holding{Digests: map[string]string{"a": b.Digest(), "b": b.Digest(), "c": a.Digest()}, Unsure: map[string]bool{"b": true}, Tried: map[string]string{"b": b.Digest()}},
+			want:     Holding{Digests: map[string]string{"a": b.Digest(), "b": b.Digest(), "c": a.Digest()}, Unsure: map[string]bool{"b": true}},
 			moved:    true,
 		},
 		"a failed rollout of another runtime is not this stack's": {
@@ -68,11 +68,11 @@ func TestHeld(t *testing.T) {
 				r.Spec.RuntimeUID = "other"
 				return r
 			}()},
-			want: Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}, Tried: map[string]string{}},
+			want: Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}},
 		},
 		"a failed rollout from before the active plan became active again is history": {
 			rollouts: []v1alpha1.RuntimeRollout{at(failed(), 0, 0), at(install, time.Minute, 2*time.Minute)},
-			want:     Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}, Tried: map[string]string{}},
+			want:     Holding{Digests: map[string]string{"a": a.Digest(), "b": a.Digest(), "c": a.Digest()}, Unsure: map[string]bool{}},
 		},
 	}
 	t.Run("a failed first install leaves what it wrote", func(t *testing.T) {
