@@ -172,7 +172,7 @@ func TestEveryLineIsJSON(t *testing.T) {
 	hook := servicetest.FreeAddr(t)
 
 	bins := []*binary{
-		start(t, "planner", append(append(common, elect...), "--operator-identities=aicr-operator")...),
+		start(t, "planner", append(append(common, elect...), "--operator-identities=aicr-operator", "--registry-repository=registry.example.com/aicr")...),
 		start(t, "readiness", append(append(common, elect...), "--engine-namespace=argocd", "--engine-project=aicr", "--registry-repository=registry.example.com/aicr")...),
 		start(t, "credrefresher", append(append(common, elect...), "--registry-auth=static",
 			"--registry-repository=registry.example.com/aicr", "--engine-namespace=argocd", "--repo-creds-secret=aicr-registry")...),

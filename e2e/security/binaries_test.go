@@ -220,7 +220,7 @@ components:
 	applierOut := startBinary(t, "applier", append(nats("applier"),
 		"--engine-namespace=argocd", "--engine-project=aicr", "--registry-repository=registry.example.com/aicr")...)
 	others := map[string]*lockedBuffer{
-		"planner": startBinary(t, "planner", append(nats("planner"),
+		"planner": startBinary(t, "planner", append(nats("planner"), "--registry-repository=registry.example.com/aicr",
 			"--operator-identities=system:serviceaccount:aicr-system:aicr-operator-applier")...),
 		"readiness": startBinary(t, "readiness", append(nats("readiness"), "--engine-namespace=argocd", "--engine-project=aicr", "--registry-repository=registry.example.com/aicr")...),
 		"credrefresher": startBinary(t, "credrefresher", append(nats("credrefresher"), "--registry-auth=static",
