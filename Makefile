@@ -24,7 +24,7 @@ CHAOS_TOOLS := etcd kube-apiserver nats-server helm gcc
 # make chaos: rollouts after the install (more while a fault kind is below -chaos.min-faults),
 # the seed of bundle changes, approvals and faults (0: the clock), a wall-time limit (0: none).
 CHAOS_ROLLOUTS ?= 20
-CHAOS_SEED ?= 1
+CHAOS_SEED ?= 0
 CHAOS_DURATION ?= 0
 # and more rollouts while a fault kind has fewer stall measurements than CHAOS_MIN_STALLS.
 CHAOS_MIN_STALLS ?= 3

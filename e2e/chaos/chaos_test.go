@@ -220,7 +220,8 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	t.Logf("seed %d: rerun the same bundle changes, approvals and fault choices with -chaos.seed=%d (their timing follows the clock)", seed, seed)
+	t.Logf("seed %d: replay the same bundle changes, approvals and fault choices (their timing follows the clock) with: make chaos CHAOS_SEED=%d, or go test -tags %s ./e2e/chaos -run %s -chaos.seed=%d",
+		seed, seed, buildTag, stackTest, seed)
 	bundleRand := rand.New(rand.NewPCG(uint64(seed), 1))
 	admin := adminUsername(t, s)
 
@@ -331,7 +332,9 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	stopAudit()
 	<-audit.done
 
-	m.report(t.Logf, audit.progressEvents(), d.windows)
+	for _, v := range m.report(t.Logf, audit.progressEvents(), d.windows, *flagRecovery) {
+		t.Error(v)
+	}
 	for _, v := range m.violations {
 		t.Error(v)
 	}

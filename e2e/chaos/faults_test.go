@@ -592,7 +592,9 @@ func (m *monkey) measuredBelow(atLeast int, progress []progressEvent, windows []
 // how many were measured, their p50, p99 and max; then the stall trace, every measured stall of
 // at least stallTraceFrom with its fault and the span without progress, to read beside the
 // processes' logs.
-func (m *monkey) report(logf func(string, ...any), progress []progressEvent, windows [][2]time.Time) {
+//
+// It returns a violation for each kind whose p99 is above bound (none when bound is 0).
+func (m *monkey) report(logf func(string, ...any), progress []progressEvent, windows [][2]time.Time, bound time.Duration) (violations []string) {
 	m.mu.Lock()
 	faults := slices.Clone(m.faults)
 	exits, kinds := m.exits, m.kinds
@@ -636,6 +638,10 @@ func (m *monkey) report(logf func(string, ...any), progress []progressEvent, win
 			if p99 > stallTarget {
 				line += fmt.Sprintf("  (p99 above the %s target)", stallTarget)
 			}
+			if bound > 0 && p99 > bound {
+				violations = append(violations, fmt.Sprintf("fault kind %s: p99 stall of the rollout in flight %s, above the recovery bound %s (-chaos.recovery-bound); see the stall trace",
+					k.name, p99.Round(10*time.Millisecond), bound))
+			}
 		}
 		logf("%s", line)
 	}
@@ -644,6 +650,7 @@ func (m *monkey) report(logf func(string, ...any), progress []progressEvent, win
 	for _, l := range trace {
 		logf("%s", l)
 	}
+	return violations
 }
 
 func clock(t time.Time) string { return t.Format("15:04:05.000") }

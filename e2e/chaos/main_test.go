@@ -17,7 +17,8 @@ import (
 
 var (
 	flagRollouts  = flag.Int("chaos.rollouts", defaultRollouts, "rollouts to run under faults after the first install (more run while a fault kind is below -chaos.min-faults)")
-	flagSeed      = flag.Int64("chaos.seed", 1, "seed of the bundle changes, approvals and the fault schedule (0: from the clock; the test logs it)")
+	flagSeed      = flag.Int64("chaos.seed", 0, "seed of the bundle changes, approvals and the fault schedule (0: a fresh one from the clock, each run; the test logs the command that replays it)")
+	flagRecovery  = flag.Duration("chaos.recovery-bound", defaultRecoveryBound, "fail when a fault kind's p99 stall of the rollout in flight is above this (0: report only)")
 	flagDuration  = flag.Duration("chaos.duration", defaultDuration, "start no rollout after this long (0: no limit); the run fails if -chaos.rollouts or -chaos.min-faults was not reached by then")
 	flagMinFaults = flag.Int("chaos.min-faults", 1, "fail unless every fault kind was injected at least this often")
 	flagMinStalls = flag.Int("chaos.min-stalls", 0, "run more rollouts while a fault kind has fewer stall measurements than this (a fault measures one when it hits a rollout in flight); -chaos.duration still ends the run")
