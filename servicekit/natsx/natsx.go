@@ -1,5 +1,5 @@
 // Package natsx connects a binary to NATS, waiting and retrying while the server is
-// unreachable, and can run an embedded JetStream server for the local stack.
+// unreachable. It links no NATS server: tests start one with testkit/natstest.
 package natsx
 
 import (
@@ -9,13 +9,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 )
@@ -238,46 +235,4 @@ func WaitConnected(ctx context.Context, nc *nats.Conn) error {
 		}
 	}
 	return nil
-}
-
-// EmbeddedOptions configure an in-process JetStream server.
-type EmbeddedOptions struct {
-	// Addr is host:port to listen on ("127.0.0.1:0" for a random port).
-	Addr string
-	// StoreDir holds JetStream's files.
-	StoreDir string
-}
-
-// StartEmbedded starts an in-process NATS server with JetStream and waits until it accepts
-// connections. Shut it down with Shutdown and WaitForShutdown.
-func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
-	host, portStr, err := net.SplitHostPort(o.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("--embedded-nats-addr %q: use host:port: %w", o.Addr, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("--embedded-nats-addr %q: port is not a number", o.Addr)
-	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	s, err := server.NewServer(&server.Options{
-		ServerName: "aicr-embedded",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   o.StoreDir,
-		NoLog:      true,
-		NoSigs:     true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create embedded nats: %w", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return nil, fmt.Errorf("embedded nats on %s did not become ready", o.Addr)
-	}
-	return s, nil
 }

@@ -98,29 +98,6 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-func TestStartEmbedded(t *testing.T) {
-	s, err := StartEmbedded(EmbeddedOptions{Addr: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("StartEmbedded: %v", err)
-	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.JetStreamEnabled() {
-		t.Errorf("JetStream is off")
-	}
-	if !strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:") || strings.HasSuffix(s.ClientURL(), ":0") {
-		t.Errorf("ClientURL = %s, want a bound loopback port", s.ClientURL())
-	}
-
-	for name, addr := range map[string]string{"no port": "127.0.0.1", "a port that is not a number": "127.0.0.1:nats"} {
-		t.Run(name, func(t *testing.T) {
-			_, err := StartEmbedded(EmbeddedOptions{Addr: addr, StoreDir: t.TempDir()})
-			if err == nil || !strings.Contains(err.Error(), "--embedded-nats-addr") {
-				t.Errorf("StartEmbedded(%q) error = %v, want one naming --embedded-nats-addr", addr, err)
-			}
-		})
-	}
-}
-
 // TestConnectLeavesASilentServer proves a connection to a server that went silent (a network
 // that drops packets: nothing closes, nothing answers) is dropped as stale and another server
 // taken within a few ping intervals, not after nats.go's default of minutes.

@@ -19,13 +19,12 @@ import (
 
 // Defaults.
 const (
-	DefaultNATSURL          = "nats://127.0.0.1:4222"
-	DefaultKubeQPS          = 50
-	DefaultKubeBurst        = 100
-	DefaultLeaseDuration    = 15 * time.Second
-	DefaultRenewDeadline    = 10 * time.Second
-	DefaultRetryPeriod      = 2 * time.Second
-	DefaultEmbeddedNATSAddr = "127.0.0.1:4222"
+	DefaultNATSURL       = "nats://127.0.0.1:4222"
+	DefaultKubeQPS       = 50
+	DefaultKubeBurst     = 100
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
 )
 
 // Options are the flags every binary takes. Flags are the contract: the chart, docker-compose
@@ -49,12 +48,6 @@ type Options struct {
 	// dropped for another (natsx.DefaultPingInterval).
 	NATSPingInterval time.Duration
 	NATSMaxPingsOut  int
-	// EmbeddedNATS is --embedded-nats: start an in-process JetStream server (local stack).
-	EmbeddedNATS bool
-	// EmbeddedNATSAddr is --embedded-nats-addr.
-	EmbeddedNATSAddr string
-	// EmbeddedNATSDir is --embedded-nats-dir: JetStream storage of the embedded server.
-	EmbeddedNATSDir string
 	// StreamReplicas is --stream-replicas: JetStream replication of the streams.
 	StreamReplicas int
 	// ParkAfter is --park-after: failed handlings of a message before its dispatch loop parks
@@ -104,9 +97,6 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSTLSKey, "nats-tls-key", "", "key (PEM) of --nats-tls-cert")
 	fs.DurationVar(&o.NATSPingInterval, "nats-ping-interval", natsx.DefaultPingInterval, "how often the NATS connection is checked with a PING")
 	fs.IntVar(&o.NATSMaxPingsOut, "nats-max-pings-outstanding", natsx.DefaultMaxPingsOut, "unanswered PINGs after which the NATS connection is dropped as stale and another server is tried")
-	fs.BoolVar(&o.EmbeddedNATS, "embedded-nats", false, "start an in-process NATS JetStream server (local stack only)")
-	fs.StringVar(&o.EmbeddedNATSAddr, "embedded-nats-addr", DefaultEmbeddedNATSAddr, "listen address of the embedded NATS server")
-	fs.StringVar(&o.EmbeddedNATSDir, "embedded-nats-dir", "", "JetStream storage of the embedded NATS server (a temporary folder when empty)")
 	fs.IntVar(&o.StreamReplicas, "stream-replicas", 1, "JetStream replicas of the operator's streams (1, 3 or 5)")
 	fs.IntVar(&o.ParkAfter, "park-after", bus.ParkAfter, "failed handlings of a consumed message after which it is parked on the "+bus.StreamParked+" stream (kubectl aicr parked)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; in-cluster configuration when empty")
@@ -128,22 +118,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 // Validate checks the common flags and names the flag at fault.
 func (o *Options) Validate() error {
 	var errs []string
-	if o.NATSURL == "" && !o.EmbeddedNATS {
-		errs = append(errs, "--nats-url is required (or --embedded-nats)")
-	}
-	if o.EmbeddedNATS {
-		if _, _, err := net.SplitHostPort(o.EmbeddedNATSAddr); err != nil {
-			errs = append(errs, fmt.Sprintf("--embedded-nats-addr %q: use host:port", o.EmbeddedNATSAddr))
-		}
+	if o.NATSURL == "" {
+		errs = append(errs, "--nats-url is required")
 	}
 	if o.NATSUser != "" && o.NATSPasswordFile == "" {
 		errs = append(errs, "--nats-user needs --nats-password-file")
 	}
 	if (o.NATSTLSCert == "") != (o.NATSTLSKey == "") {
 		errs = append(errs, "--nats-tls-cert and --nats-tls-key go together: pass both or neither")
-	}
-	if o.EmbeddedNATS && (o.NATSTLSCA != "" || o.NATSTLSCert != "") {
-		errs = append(errs, "--embedded-nats serves plain NATS on loopback: drop --nats-tls-ca, --nats-tls-cert and --nats-tls-key")
 	}
 	if o.NATSPingInterval <= 0 {
 		errs = append(errs, fmt.Sprintf("--nats-ping-interval %s: use a positive duration, such as 1s", o.NATSPingInterval))

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,9 +61,8 @@ type Base struct {
 	// KubeClient is a typed client on Kube, nil when Kube is nil.
 	KubeClient kubernetes.Interface
 
-	opts     Options
-	embedded *server.Server
-	fence    *leaseFence // with leader election: writes only while the lease is fresh
+	opts  Options
+	fence *leaseFence // with leader election: writes only while the lease is fresh
 
 	mu     sync.Mutex
 	checks []namedCheck
@@ -78,8 +76,7 @@ type namedCheck struct {
 	check Check
 }
 
-// Start builds the logger, starts the embedded NATS server if asked, connects to NATS (without
-// waiting for it), and loads the Kubernetes configuration when needKube. Call Close when done.
+// Start builds the logger, connects to NATS (without waiting for it), and loads the Kubernetes configuration when needKube. Call Close when done.
 func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error) {
 	log, err := newLogger(o, name, logOut)
 	if err != nil {
@@ -101,22 +98,6 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		b.leading.Store(1) // every replica does the work
 	}
 	b.registerStateMetrics()
-	url := o.NATSURL
-	if o.EmbeddedNATS {
-		dir := o.EmbeddedNATSDir
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "aicr-nats-"); err != nil {
-				return nil, fmt.Errorf("create embedded nats dir: %w", err)
-			}
-		}
-		s, err := natsx.StartEmbedded(natsx.EmbeddedOptions{Addr: o.EmbeddedNATSAddr, StoreDir: dir})
-		if err != nil {
-			return nil, err
-		}
-		b.embedded = s
-		url = s.ClientURL()
-		log.Info().Str("url", url).Msg("embedded nats started")
-	}
 	password := ""
 	if o.NATSPasswordFile != "" {
 		raw, err := os.ReadFile(o.NATSPasswordFile)
@@ -126,7 +107,7 @@ func Start(name string, o Options, needKube bool, logOut *os.File) (*Base, error
 		password = strings.TrimSpace(string(raw))
 	}
 	co := natsx.ConnectOptions{
-		URL: url, Name: name, CredsFile: o.NATSCredsFile, User: o.NATSUser, Password: password,
+		URL: o.NATSURL, Name: name, CredsFile: o.NATSCredsFile, User: o.NATSUser, Password: password,
 		InboxPrefix: bus.InboxPrefix(name),
 		TLSCA:       o.NATSTLSCA, TLSCert: o.NATSTLSCert, TLSKey: o.NATSTLSKey,
 		PingInterval: o.NATSPingInterval, MaxPingsOut: o.NATSMaxPingsOut,
@@ -295,8 +276,8 @@ func (b *Base) listen(ctx context.Context, g *errgroup.Group, what, addr string,
 	return ln.Addr().String(), nil
 }
 
-// Close drains the NATS connection (finishing in-flight publishes and acknowledgements) and
-// stops the embedded server. Safe to call more than once.
+// Close drains the NATS connection (finishing in-flight publishes and acknowledgements). Safe
+// to call more than once.
 func (b *Base) Close() {
 	if b.NC != nil && !b.NC.IsClosed() {
 		done := make(chan struct{})
@@ -310,10 +291,5 @@ func (b *Base) Close() {
 				b.NC.Close()
 			}
 		}
-	}
-	if b.embedded != nil {
-		b.embedded.Shutdown()
-		b.embedded.WaitForShutdown()
-		b.embedded = nil
 	}
 }

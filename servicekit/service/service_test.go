@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aicr-run/aicr-operator/servicekit/buildinfo"
+	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
 
@@ -40,16 +41,11 @@ func TestOptionsValidate(t *testing.T) {
 		want []string // fragments; empty: valid
 	}{
 		"the defaults":                  {edit: func(*Options) {}},
-		"embedded NATS without a URL":   {edit: func(o *Options) { o.NATSURL, o.EmbeddedNATS = "", true }},
 		"leader election, well tuned":   {edit: func(o *Options) { o.LeaderElect = true }},
 		"health and metrics turned off": {edit: func(o *Options) { o.HealthAddr, o.MetricsAddr = "", "" }},
 		"no NATS URL": {
 			edit: func(o *Options) { o.NATSURL = "" },
-			want: []string{"--nats-url is required (or --embedded-nats)"},
-		},
-		"an embedded NATS address without a port": {
-			edit: func(o *Options) { o.EmbeddedNATS, o.EmbeddedNATSAddr = true, "127.0.0.1" },
-			want: []string{`--embedded-nats-addr "127.0.0.1": use host:port`},
+			want: []string{"--nats-url is required"},
 		},
 		"a NATS user without a password file": {
 			edit: func(o *Options) { o.NATSUser = "aicr" },
@@ -66,10 +62,6 @@ func TestOptionsValidate(t *testing.T) {
 		"a NATS client key without its certificate": {
 			edit: func(o *Options) { o.NATSTLSKey = "/tls.key" },
 			want: []string{"--nats-tls-cert and --nats-tls-key go together"},
-		},
-		"TLS flags with embedded NATS": {
-			edit: func(o *Options) { o.EmbeddedNATS, o.NATSTLSCA = true, "/ca.crt" },
-			want: []string{"--embedded-nats serves plain NATS on loopback"},
 		},
 		"no NATS ping interval": {
 			edit: func(o *Options) { o.NATSPingInterval = 0 },
@@ -123,7 +115,7 @@ func TestOptionsValidate(t *testing.T) {
 			edit: func(o *Options) {
 				o.NATSURL, o.StreamReplicas, o.HealthAddr, o.MetricsAddr, o.Namespace = "", 0, "x", "y", ""
 			},
-			want: []string{`invalid flags: --nats-url is required (or --embedded-nats); --stream-replicas 0: use 1, 3 or 5; ` +
+			want: []string{`invalid flags: --nats-url is required; --stream-replicas 0: use 1, 3 or 5; ` +
 				`--health-addr "x": use host:port or :port; --metrics-addr "y": use host:port or :port; --namespace is required`},
 		},
 	}
@@ -187,14 +179,12 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	}
 }
 
-// TestStartEmbeddedServesReadyz proves a binary started with --embedded-nats connects to its
-// own server and reports ready on /readyz, serves /healthz and /metrics, and that a failing
+// TestStartServesReadyz proves a binary started against a NATS server connects to it and
+// reports ready on /readyz, serves /healthz and /metrics, and that a failing
 // check makes /readyz name it.
-func TestStartEmbeddedServesReadyz(t *testing.T) {
+func TestStartServesReadyz(t *testing.T) {
 	o := defaults(t)
-	o.EmbeddedNATS = true
-	o.EmbeddedNATSAddr = "127.0.0.1:0"
-	o.EmbeddedNATSDir = t.TempDir()
+	o.NATSURL = natstest.Start(t).URL
 	o.HealthAddr = "127.0.0.1:0"
 	o.MetricsAddr = "127.0.0.1:0"
 	if err := o.Validate(); err != nil {
@@ -273,7 +263,7 @@ func TestStartEmbeddedServesReadyz(t *testing.T) {
 // TestServeMetricsOnTheHealthPort proves one address may serve health and metrics together.
 func TestServeMetricsOnTheHealthPort(t *testing.T) {
 	o := defaults(t)
-	o.EmbeddedNATS, o.EmbeddedNATSAddr, o.EmbeddedNATSDir = true, "127.0.0.1:0", t.TempDir()
+	o.NATSURL = natstest.Start(t).URL
 	b, err := Start("applier", o, false, nil)
 	if err != nil {
 		t.Fatalf("Start: %v", err)

@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 )
 
 // Chart is a packaged Helm chart: its name and version from Chart.yaml, Chart.yaml as JSON (the

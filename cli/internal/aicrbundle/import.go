@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 

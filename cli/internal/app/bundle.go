@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 
 	"github.com/aicr-run/aicr-operator/cli/internal/aicrbundle"
 	"github.com/aicr-run/aicr-operator/cli/internal/preview"

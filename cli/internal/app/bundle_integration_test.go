@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/cli/internal/output"

@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aicr-run/aicr-operator/planner/internal/ocibundle"
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 )
 
 const (

@@ -19,8 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/aicr-run/aicr-operator/servicekit/ociregistry"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 

@@ -1,6 +1,6 @@
 //go:build integration
 
-package ociregistry
+package testenv_test
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/aicr-run/aicr-operator/shared/ociregistry"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
-// Against the distribution registry behind htpasswd: a chart helm pushed is read as Helm's
+// shared/ociregistry against the distribution registry behind htpasswd: a chart helm pushed is read as Helm's
 // layout (resolve by tag to helm's digest, manifest and layers verified), the same config and
 // chart pushed as ChartArtifact resolve and pull back, and a wrong password is ErrUnauthorized.
-func TestRealRegistry(t *testing.T) {
+func TestOCIRegistryClientOnARealRegistry(t *testing.T) {
 	auth := &testenv.BasicAuth{Username: "AWS", Password: "ociregistry-integration-token"}
 	env := testenv.StartT(t, testenv.Options{Registry: true, RegistryAuth: auth, SkipArgoCRDs: true})
 	ctx := context.Background()
@@ -23,8 +24,8 @@ func TestRealRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New(Options{PlainHTTP: true, Credentials: Credentials{Username: auth.Username, Password: auth.Password}})
-	ref, err := ParseReference(chart.Repo + ":" + chart.Version)
+	c := ociregistry.New(ociregistry.Options{PlainHTTP: true, Credentials: ociregistry.Credentials{Username: auth.Username, Password: auth.Password}})
+	ref, err := ociregistry.ParseReference(chart.Repo + ":" + chart.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +37,11 @@ func TestRealRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m Manifest
+	var m ociregistry.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	if mt != MediaTypeImageManifest || m.Config.MediaType != HelmConfigMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != HelmChartLayerMediaType {
+	if mt != ociregistry.MediaTypeImageManifest || m.Config.MediaType != ociregistry.HelmConfigMediaType || len(m.Layers) != 1 || m.Layers[0].MediaType != ociregistry.HelmChartLayerMediaType {
 		t.Fatalf("helm's manifest (%s) is not the layout ChartArtifact writes: %s", mt, raw)
 	}
 	config, err := c.FetchBlob(ctx, ref.Repository, m.Config.Digest, 1<<20)
@@ -53,8 +54,8 @@ func TestRealRegistry(t *testing.T) {
 	}
 
 	// The same chart as ChartArtifact writes it, under another repository.
-	a := ChartArtifact(config, tgz, map[string]string{AnnotationTitle: chart.Name, AnnotationVersion: chart.Version})
-	mirror := Reference{Repository: Repository{Host: ref.Host, Name: "aicr/mirror/" + chart.Name}, Tag: chart.Version}
+	a := ociregistry.ChartArtifact(config, tgz, map[string]string{ociregistry.AnnotationTitle: chart.Name, ociregistry.AnnotationVersion: chart.Version})
+	mirror := ociregistry.Reference{Repository: ociregistry.Repository{Host: ref.Host, Name: "aicr/mirror/" + chart.Name}, Tag: chart.Version}
 	pushed, err := c.PushArtifact(ctx, mirror, a)
 	if err != nil {
 		t.Fatal(err)
@@ -70,14 +71,14 @@ func TestRealRegistry(t *testing.T) {
 		t.Fatalf("pull the mirrored chart layer: %v", err)
 	}
 
-	wrong := New(Options{PlainHTTP: true, Credentials: Credentials{Username: auth.Username, Password: "not-the-token"}})
-	if _, err := wrong.Resolve(ctx, mirror); !errors.Is(err, ErrUnauthorized) {
+	wrong := ociregistry.New(ociregistry.Options{PlainHTTP: true, Credentials: ociregistry.Credentials{Username: auth.Username, Password: "not-the-token"}})
+	if _, err := wrong.Resolve(ctx, mirror); !errors.Is(err, ociregistry.ErrUnauthorized) {
 		t.Fatalf("resolve with a wrong password: %v, want ErrUnauthorized", err)
 	}
-	if _, _, err := New(Options{PlainHTTP: true}).FetchManifest(ctx, mirror.Repository, a.Digest(), 0); !errors.Is(err, ErrUnauthorized) {
+	if _, _, err := ociregistry.New(ociregistry.Options{PlainHTTP: true}).FetchManifest(ctx, mirror.Repository, a.Digest(), 0); !errors.Is(err, ociregistry.ErrUnauthorized) {
 		t.Fatalf("anonymous pull: %v, want ErrUnauthorized", err)
 	}
-	if _, _, err := c.FetchManifest(ctx, mirror.Repository, Digest([]byte("absent")), 0); !errors.Is(err, ErrNotFound) {
+	if _, _, err := c.FetchManifest(ctx, mirror.Repository, ociregistry.Digest([]byte("absent")), 0); !errors.Is(err, ociregistry.ErrNotFound) {
 		t.Fatalf("pull an absent manifest: %v, want ErrNotFound", err)
 	}
 }
