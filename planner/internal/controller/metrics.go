@@ -27,6 +27,10 @@ type Metrics struct {
 	stepAdvance     prometheus.Histogram
 	rollouts        *prometheus.CounterVec
 	rolloutDuration *prometheus.HistogramVec
+	// releaseSteps and releaseStepDuration are the steps' ends by runtime and release (a
+	// plan's releases are a bounded set: tens), so an alert or a panel can name a component.
+	releaseSteps        *prometheus.CounterVec
+	releaseStepDuration *prometheus.HistogramVec
 
 	// runtimes lists the runtimes in the informer's cache; nil until a controller runs.
 	runtimes atomic.Pointer[func() []*v1alpha1.ClusterRuntime]
@@ -66,6 +70,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a rollout's first step to its end, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 16), // 1 s to about 9 h
 		}, []string{"outcome"}),
+		releaseSteps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "release_steps_total",
+			Help: "Rollout steps ended, by runtime, release and result (succeeded, failed).",
+		}, []string{"runtime", "release", "result"}),
+		releaseStepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "release_step_duration_seconds",
+			Help:    "Time from a step's start to its end, by runtime, release and result (succeeded, failed).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8), // 1 s to about 4 h 30 min
+		}, []string{"runtime", "release", "result"}),
 	}
 	// Every known label value starts at zero, so a rate or an alert works before the first
 	// event (and a dashboard's series exist from the start).
@@ -85,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.stepsStarted, m.stepsSucceeded, m.stepsFailed, m.stepDuration, m.stepAdvance,
-			m.rollouts, m.rolloutDuration, &runtimeCollector{m: m})
+			m.rollouts, m.rolloutDuration, m.releaseSteps, m.releaseStepDuration, &runtimeCollector{m: m})
 	}
 	return m
 }
@@ -95,20 +108,30 @@ func (m *Metrics) observeChanges(before *v1alpha1.RuntimeRolloutStatus, after *v
 	for _, ch := range rollout.StepChanges(before, &after.Status) {
 		s := &ch.Step
 		action := string(s.Action)
+		rt, rel := after.Spec.Runtime, s.Release
 		switch s.State {
 		case v1alpha1.StepInProgress:
 			if ch.From != v1alpha1.StepBlocked {
 				m.stepsStarted.WithLabelValues(action).Inc()
 			}
+			// The release's series start at zero with its first step, so a rate or an alert
+			// on its failures has a series before the first one.
+			for _, result := range []string{"succeeded", "failed"} {
+				m.releaseSteps.WithLabelValues(rt, rel, result)
+			}
 		case v1alpha1.StepSucceeded:
 			m.stepsSucceeded.WithLabelValues(action).Inc()
+			m.releaseSteps.WithLabelValues(rt, rel, "succeeded").Inc()
 			if d, ok := rollout.Duration(s); ok {
 				m.stepDuration.WithLabelValues(action, "succeeded").Observe(d.Seconds())
+				m.releaseStepDuration.WithLabelValues(rt, rel, "succeeded").Observe(d.Seconds())
 			}
 		case v1alpha1.StepFailed:
 			m.stepsFailed.WithLabelValues(action, s.Reason).Inc()
+			m.releaseSteps.WithLabelValues(rt, rel, "failed").Inc()
 			if d, ok := rollout.Duration(s); ok {
 				m.stepDuration.WithLabelValues(action, "failed").Observe(d.Seconds())
+				m.releaseStepDuration.WithLabelValues(rt, rel, "failed").Observe(d.Seconds())
 			}
 		}
 	}

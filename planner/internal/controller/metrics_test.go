@@ -24,7 +24,7 @@ func TestMetricsObserveChanges(t *testing.T) {
 	step := func(i int32, action v1alpha1.StepAction, state v1alpha1.StepState, fin *metav1.Time) v1alpha1.Step {
 		return v1alpha1.Step{Index: i, Release: "r", Action: action, State: state, StartedAt: at(0), FinishedAt: fin}
 	}
-	r := &v1alpha1.RuntimeRollout{}
+	r := &v1alpha1.RuntimeRollout{Spec: v1alpha1.RuntimeRolloutSpec{Runtime: "cluster"}}
 	writes := []v1alpha1.RuntimeRolloutStatus{
 		{Phase: v1alpha1.PhasePending, Steps: []v1alpha1.Step{step(1, v1alpha1.ActionInstall, v1alpha1.StepPending, nil), step(2, v1alpha1.ActionUpgrade, v1alpha1.StepPending, nil)}},
 		{Phase: v1alpha1.PhaseProgressing, Steps: []v1alpha1.Step{step(1, v1alpha1.ActionInstall, v1alpha1.StepInProgress, nil), step(2, v1alpha1.ActionUpgrade, v1alpha1.StepPending, nil)}},
@@ -56,6 +56,9 @@ func TestMetricsObserveChanges(t *testing.T) {
 		{m.stepsFailed.WithLabelValues("Upgrade", v1alpha1.ReasonRolloutFailed), 1},
 		{m.rollouts.WithLabelValues(v1alpha1.OutcomeFailed), 1},
 		{m.rollouts.WithLabelValues(v1alpha1.OutcomeSucceeded), 0},
+		// both steps are release r's: one succeeded, one failed
+		{m.releaseSteps.WithLabelValues("cluster", "r", "succeeded"), 1},
+		{m.releaseSteps.WithLabelValues("cluster", "r", "failed"), 1},
 	}
 	for i, c := range counters {
 		if got := testutil.ToFloat64(c.c); got != c.want {
@@ -70,6 +73,9 @@ func TestMetricsObserveChanges(t *testing.T) {
 	}
 	if got := sampleSum(t, reg, "aicr_planner_step_duration_seconds"); got != 3+900 {
 		t.Errorf("step duration sum %v, want 903", got)
+	}
+	if got := sampleSum(t, reg, "aicr_planner_release_step_duration_seconds"); got != 3+900 {
+		t.Errorf("release step duration sum %v, want 903", got)
 	}
 
 	// Only a verdict's handling observes the step-advance latency.

@@ -23,6 +23,19 @@ type Metrics struct {
 	lag      prometheus.Histogram
 	// queued reports the work queue's length; nil until a watcher runs.
 	queued atomic.Pointer[func() int]
+	// components lists the last verdict of each Application the watcher judged; nil while no
+	// watcher runs (a replica that does not lead reports none).
+	components atomic.Pointer[func() []Component]
+}
+
+// Component is the last verdict readiness reached on one release's Application: what the
+// per-component gauges report.
+type Component struct {
+	Runtime, Release string
+	Ready            bool
+	// Fences are the verdict's judged fences (v1alpha1.FenceJudged): the one that holds the
+	// verdict back is named once, the fences after it that were not judged are left out.
+	Fences []v1alpha1.Fence
 }
 
 // Label values of verdicts_total's result.
@@ -71,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.drift.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.verdicts, m.fences, m.drift, m.lag, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		reg.MustRegister(m.verdicts, m.fences, m.drift, m.lag, &componentCollector{m: m}, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "queue_depth",
 			Help: "Applications waiting in the watcher's work queue.",
 		}, func() float64 {
@@ -125,4 +138,54 @@ func (m *Metrics) observeReconcile(app *argoapp.Application, last time.Time, now
 		m.lag.Observe(max(now.Sub(ra.Time), 0).Seconds())
 	}
 	return ra.Time
+}
+
+// componentCollector reports each judged release's last verdict, read from the watcher's state at
+// scrape time (so a deleted Application's series go with it):
+//
+//	aicr_readiness_component_ready{runtime,release}              1 ready, 0 not
+//	aicr_readiness_component_fence{runtime,release,fence,state}  1 per judged fence
+//
+// The second names the fence that holds a release back (AicrComponentNotReady reads it).
+type componentCollector struct{ m *Metrics }
+
+var (
+	componentReadyDesc = prometheus.NewDesc(metricsNamespace+"_component_ready",
+		"1 when the last verdict on a release's Application is ready, 0 when it is not.", []string{"runtime", "release"}, nil)
+	componentFenceDesc = prometheus.NewDesc(metricsNamespace+"_component_fence",
+		"1 for each judged fence of the last verdict on a release's Application, with its state (Passed, Open, Failed).",
+		[]string{"runtime", "release", "fence", "state"}, nil)
+)
+
+func (cc *componentCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- componentReadyDesc
+	ch <- componentFenceDesc
+}
+
+func (cc *componentCollector) Collect(ch chan<- prometheus.Metric) {
+	list := cc.m.components.Load()
+	if list == nil {
+		return
+	}
+	for _, c := range (*list)() {
+		ready := 0.0
+		if c.Ready {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(componentReadyDesc, prometheus.GaugeValue, ready, c.Runtime, c.Release)
+		for _, f := range c.Fences {
+			ch <- prometheus.MustNewConstMetric(componentFenceDesc, prometheus.GaugeValue, 1, c.Runtime, c.Release, f.Name, string(f.State))
+		}
+	}
+}
+
+// newComponent keeps what the gauges report of verdict v on app.
+func newComponent(app *argoapp.Application, v fences.Verdict) *Component {
+	c := &Component{Runtime: app.Labels[v1alpha1.LabelRuntime], Release: app.Name, Ready: v.Ready}
+	for _, f := range v.Fences {
+		if v1alpha1.FenceJudged(f) {
+			c.Fences = append(c.Fences, f)
+		}
+	}
+	return c
 }

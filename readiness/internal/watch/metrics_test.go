@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -8,11 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
+	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/plan"
 )
 
 func TestMetrics(t *testing.T) {
@@ -86,4 +91,89 @@ aicr_readiness_watch_lag_seconds_count 1
 	var none *Metrics // a watcher without metrics
 	none.observeVerdict(fences.Verdict{Ready: true})
 	none.observeDrift(nil)
+}
+
+// TestWatcherReportsEachComponentsLastVerdict proves the per-component gauges follow the
+// watcher's state: ready after a ready verdict, not ready naming the open fence (and no fence
+// after it that was not judged) after a verdict on a stale status, gone with the Application.
+func TestWatcherReportsEachComponentsLastVerdict(t *testing.T) {
+	p, cm := testPlan(t)
+	app := written(t, p, "r-1/1")
+	reg := prometheus.NewPedanticRegistry()
+	rec := &recorder{}
+	argo := newFakeApps(t, app)
+	w := &Watcher{Apps: argo, Settings: testSettings, Publisher: rec, Metrics: NewMetrics(prometheus.WrapRegistererWithPrefix("aicr_", reg)),
+		Plans:    plan.NewCache(plan.GetLoader(k8sfake.NewSimpleClientset(cm).CoreV1().ConfigMaps("aicr-system")), 0),
+		Removals: &removal.Checker{Rollouts: &fakeRollouts{}}}
+	runWatcher(t, w)
+	gauges := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if !strings.HasPrefix(mf.GetName(), "aicr_readiness_component_") {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, l.GetName()+"="+l.GetValue())
+				}
+				out[mf.GetName()+"{"+strings.Join(ls, ",")+"}"] = m.GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	got := gauges()
+	if v, ok := got["aicr_readiness_component_ready{release=gpu-operator,runtime=cluster}"]; !ok || v != 1 {
+		t.Errorf("after a ready verdict: %v", got)
+	}
+	if v := got["aicr_readiness_component_fence{fence="+v1alpha1.FenceHealthy+",release=gpu-operator,runtime=cluster,state=Passed}"]; v != 1 {
+		t.Errorf("after a ready verdict, no Healthy Passed: %v", got)
+	}
+
+	// The next step writes new values: the status describes an earlier spec, not ready.
+	app.Annotations[v1alpha1.AnnotationStep] = "r-2/1"
+	app.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"replicas":3}`)
+	app.ResourceVersion = "2"
+	if _, err := argo.Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := rec.waitFor(t, "the verdict of step r-2/1", func(s []sent) bool {
+		vs := verdicts(s)
+		return len(vs) == 2
+	})
+	v := verdicts(s)[1]
+	got = gauges()
+	if r := got["aicr_readiness_component_ready{release=gpu-operator,runtime=cluster}"]; r != 0 {
+		t.Errorf("after a verdict that is not ready, ready = %v", r)
+	}
+	open := 0
+	for _, f := range v.Fences {
+		key := "aicr_readiness_component_fence{fence=" + f.Name + ",release=gpu-operator,runtime=cluster,state=" + string(f.State) + "}"
+		_, shown := got[key]
+		if shown != v1alpha1.FenceJudged(f) {
+			t.Errorf("fence %s %s (%q): shown %v, want it shown only when judged", f.Name, f.State, f.Message, shown)
+		}
+		if shown && f.State != v1alpha1.FencePassed {
+			open++
+		}
+	}
+	if open != 1 {
+		t.Errorf("%d fences not passed shown, want the one that holds the verdict back: %v", open, got)
+	}
+
+	if err := argo.Delete(context.Background(), app.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the Deleted report", func(s []sent) bool {
+		return slices.ContainsFunc(drifts(s), func(d *bus.DriftReport) bool { return slices.Contains(d.Kinds, bus.DriftDeleted) })
+	})
+	if got := gauges(); len(got) != 0 {
+		t.Errorf("after the Application's deletion: %v", got)
+	}
 }

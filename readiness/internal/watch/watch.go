@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -92,6 +93,9 @@ type published struct {
 	// named (release, below).
 	release   *plan.Release
 	releaseOf string
+	// component is the last verdict reached on the Application, for the per-component gauges;
+	// written and read under the Watcher's mu.
+	component *Component
 }
 
 // HasSynced reports whether the informer has listed every Application once.
@@ -111,6 +115,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.Metrics != nil {
 		queued := w.queue.Len
 		w.Metrics.queued.Store(&queued)
+		components := w.components
+		w.Metrics.components.Store(&components)
+		defer w.Metrics.components.Store(nil)
 	}
 	w.informer = cache.NewSharedIndexInformer(w.Apps.ListWatch(Selector.String()), &argoapp.Application{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -274,7 +281,11 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 	}
 	if removing {
 		// Under a Remove step the applier reports Removed, and a verdict on the Application's
-		// last step would read as that step's readiness: nothing is published.
+		// last step would read as that step's readiness: nothing is published, and the release,
+		// on its way out, is no component to report.
+		w.mu.Lock()
+		st.component = nil
+		w.mu.Unlock()
 		return nil
 	}
 	pl, err := w.plan(ctx, app, st)
@@ -287,6 +298,20 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 		return err
 	}
 	return w.publishVerdict(ctx, app, pl, st)
+}
+
+// components is the last verdict of every Application judged, ordered by namespace and name.
+func (w *Watcher) components() []Component {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(w.state))
+	out := make([]Component, 0, len(keys))
+	for _, k := range keys {
+		if c := w.state[k].component; c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
 }
 
 func (w *Watcher) stateFor(key, uid string) *published {
@@ -350,6 +375,9 @@ func (w *Watcher) removing(ctx context.Context, app *argoapp.Application) (bool,
 
 func (w *Watcher) publishVerdict(ctx context.Context, app *argoapp.Application, pl fences.Plan, st *published) error {
 	v := fences.Evaluate(app, pl)
+	w.mu.Lock()
+	st.component = newComponent(app, v)
+	w.mu.Unlock()
 	content := verdictContent(v)
 	key := verdictKey(app, content)
 	if key == st.verdict {
