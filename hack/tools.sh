@@ -10,7 +10,7 @@
 #   hack/tools.sh list        print the tool names
 #
 # TOOL: etcd kube-apiserver kube-controller-manager kube-scheduler (kube: all three) kwok helm
-# registry argocd controller-gen nats-server golangci-lint govulncheck redis docker-compose gcc.
+# registry argocd controller-gen nats-server golangci-lint govulncheck promtool redis docker-compose gcc.
 # govulncheck's folder also holds vulndb/, the Go vulnerability database built offline from the
 # golang.org/x/vulndb module at VULNDB_VERSION (see build_govulncheck).
 #
@@ -39,6 +39,8 @@ CONTROLLER_TOOLS_VERSION=v0.19.0
 NATS_SERVER_VERSION=v2.15.2
 GOLANGCI_LINT_VERSION=v2.15.0
 GOVULNCHECK_VERSION=v1.9.0
+# Prometheus's module tags (v0.316.0 is Prometheus v3.16.0); promtool tests the chart's alert rules
+PROMETHEUS_VERSION=v0.316.0
 # the newest snapshot of the Go vulnerability database's source repository the Go module proxy
 # serves: the reports as OSV JSON (data/osv), from which build_govulncheck writes the database
 VULNDB_VERSION=v0.0.0-20261105234957-e22db6528018
@@ -46,7 +48,7 @@ vulndb_time() { local t=${VULNDB_VERSION%-*}; echo "${t##*-}"; } # the commit ti
 
 CACHE=${AICR_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/aicr-operator/tools}
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
-ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm registry argocd controller-gen nats-server golangci-lint govulncheck redis docker-compose gcc)
+ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok helm registry argocd controller-gen nats-server golangci-lint govulncheck promtool redis docker-compose gcc)
 KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler)
 BUILD_SLOTS=${AICR_TOOLS_JOBS:-2}
 
@@ -69,6 +71,7 @@ version_of() { # GROUP
     nats-server) echo "$NATS_SERVER_VERSION" ;;
     golangci-lint) echo "$GOLANGCI_LINT_VERSION" ;;
     govulncheck) echo "$GOVULNCHECK_VERSION" ;;
+    promtool) echo "$PROMETHEUS_VERSION" ;;
     redis | docker-compose | gcc) echo "debian" ;;
     *) log "unknown tool $1 (known: kube ${ALL_TOOLS[*]})"; exit 2 ;;
   esac
@@ -291,6 +294,8 @@ fetch_nats-server() { fetch_module nats-server github.com/nats-io/nats-server/v2
 build_nats-server() { build_module; }
 fetch_golangci-lint() { fetch_module golangci-lint github.com/golangci/golangci-lint/v2 "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint; }
 build_golangci-lint() { build_module; }
+fetch_promtool() { fetch_module promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool; }
+build_promtool() { build_module; }
 
 # govulncheck, and beside it vulndb/, a database it reads with -db file://.../vulndb: there is no
 # network but the Go module proxy, so vuln.go.dev is out of reach. The proxy serves the database's
@@ -494,6 +499,7 @@ builtin_estimate() { # GROUP COMPS
     nats-server) echo 40 ;;
     golangci-lint) echo 150 ;;
     govulncheck) echo 30 ;;
+    promtool) echo 300 ;;
     std) echo 60 ;;
     binaries) echo 230 ;;
     redis | docker-compose | gcc) echo 30 ;;

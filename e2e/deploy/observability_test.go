@@ -284,7 +284,7 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 			t.Fatal("no PrometheusRule")
 		}
 		alerts := ruleExprs(t, pr)
-		want := []string{"AicrAwaitingApproval", "AicrBinaryDown", "AicrBinaryNotReady", "AicrNATSConsumerLag", "AicrNoLeader", "AicrRegistryTokenExpiring", "AicrRolloutStalled"}
+		want := []string{"AicrAwaitingApproval", "AicrBinaryDown", "AicrBinaryNotReady", "AicrComponentNotReady", "AicrNATSConsumerLag", "AicrNoLeader", "AicrRegistryTokenExpiring", "AicrRolloutStalled"}
 		got := slices.Sorted(func(yield func(string) bool) {
 			for k := range alerts {
 				if !yield(k) {
@@ -299,6 +299,7 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 			"AicrAwaitingApproval": `reason="AwaitingApproval"}) > 7200`, "AicrNATSConsumerLag": "> 50",
 			"AicrRolloutStalled": `reason!="AwaitingApproval"`, "AicrBinaryDown": "aicr-operator-planner-metrics|",
 			"AicrNoLeader": `binary=~"planner|readiness|credrefresher"`, "AicrRegistryTokenExpiring": "- time() < 3600",
+			"AicrComponentNotReady": `max by (namespace, runtime, release, fence, state) (aicr_readiness_component_fence{namespace="aicr-system",state!="Passed"})`,
 		} {
 			if e := fmt.Sprint(alerts[name]["expr"]); !strings.Contains(e, frag) || !strings.Contains(e, `namespace="aicr-system"`) {
 				t.Errorf("%s: expr %q lacks %q or the release namespace", name, e, frag)
@@ -306,6 +307,22 @@ func TestChartObservabilityAndProductionExtras(t *testing.T) {
 		}
 		if alerts["AicrRolloutStalled"]["for"] != "30m" || label(pr, "release") != "prom" {
 			t.Errorf("AicrRolloutStalled for %v, labels %v", alerts["AicrRolloutStalled"]["for"], pr.GetLabels())
+		}
+		// Every alert links its own section of the runbook, a heading of docs/observability.md.
+		page, err := os.ReadFile(filepath.Join(charttest.RepoRoot(t), "docs", "observability.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const runbook = "https://github.com/aicr-run/aicr-operator/blob/main/docs/observability.md#"
+		for name, a := range alerts {
+			ann, _ := a["annotations"].(map[string]any)
+			url, _ := ann["runbook_url"].(string)
+			if url != runbook+strings.ToLower(name) || !strings.Contains(string(page), "\n### "+name+"\n") {
+				t.Errorf("%s: runbook_url %q; want %s%s, a section \"### %s\" of docs/observability.md", name, url, runbook, strings.ToLower(name), name)
+			}
+		}
+		if alerts["AicrComponentNotReady"]["for"] != "15m" {
+			t.Errorf("AicrComponentNotReady for %v, want the default 15m", alerts["AicrComponentNotReady"]["for"])
 		}
 		for name, a := range alerts {
 			ann, _ := a["annotations"].(map[string]any)

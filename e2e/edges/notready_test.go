@@ -21,7 +21,9 @@ import (
 // whose pod stops running (the node cordoned, the pod deleted: the new one cannot be
 // scheduled) turns Progressing in Argo CD, and the runtime turns Ready=False/NotReady naming
 // the release and the open fence (kubectl aicr describe shows it), without an Application
-// write; it is Ready=True again on its own once the release recovers.
+// write; it is Ready=True again on its own once the release recovers. Meanwhile the chart's
+// alert rules, evaluated over the binaries' series, fire AicrComponentNotReady for that release
+// and fence, and nothing once it is ready again.
 func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
@@ -51,6 +53,10 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 		t.Errorf("Ready message %q does not name %s, its open Healthy fence and the plan", c.Message, rel)
 	}
 	t.Logf("Ready=False NotReady: %s", c.Message)
+	// The alerts over what the binaries export now: the release and its open fence, and
+	// nothing else (not a stall, no binary down).
+	stacktest.CheckAlerts(t, s, stacktest.Alert{Name: "AicrComponentNotReady", Labels: map[string]string{
+		"runtime": rt.Name, "release": rel, "fence": v1alpha1.FenceHealthy, "state": string(v1alpha1.FenceOpen)}})
 	if got.Status.ActivePlan != rt.Status.ActivePlan || got.Status.Rollout != rt.Status.Rollout {
 		t.Errorf("the runtime moved: plan %s, rollout %s", got.Status.ActivePlan, got.Status.Rollout)
 	}
@@ -73,6 +79,7 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 	if back.Status.ActivePlan != rt.Status.ActivePlan {
 		t.Errorf("active plan %s after recovery, want %s", back.Status.ActivePlan, rt.Status.ActivePlan)
 	}
+	stacktest.CheckAlerts(t, s) // ready again: no alert fires
 
 	// No Application write followed: the operator's field managers wrote nothing to it.
 	ours := func(es []metav1.ManagedFieldsEntry) []string {

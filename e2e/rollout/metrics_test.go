@@ -97,6 +97,9 @@ func TestEveryBinaryReportsTheRollout(t *testing.T) {
 			atLeast("aicr_planner_step_duration_seconds_count", lbl("action", "Install", "result", "succeeded"), n),
 			between("aicr_planner_step_duration_seconds_sum", lbl("result", "succeeded"), 0.001, float64(stacktest.RolloutTimeout/time.Second)*n),
 			atLeast("aicr_planner_step_advance_seconds_count", nil, 1),
+			atLeast("aicr_planner_release_steps_total", lbl("runtime", rt.Name, "result", "succeeded"), n),
+			equal("aicr_planner_release_steps_total", lbl("result", "failed"), 0),
+			atLeast("aicr_planner_release_step_duration_seconds_count", lbl("runtime", rt.Name, "result", "succeeded"), n),
 			atLeast("aicr_planner_rollouts_total", lbl("outcome", v1alpha1.OutcomeSucceeded), 1),
 			atLeast("aicr_planner_rollout_duration_seconds_count", lbl("outcome", v1alpha1.OutcomeSucceeded), 1),
 			equal("aicr_planner_runtime_condition", lbl("runtime", rt.Name, "type", v1alpha1.ConditionReady, "status", "True", "reason", v1alpha1.ReasonRolledOut), 1),
@@ -121,6 +124,8 @@ func TestEveryBinaryReportsTheRollout(t *testing.T) {
 			atLeast("aicr_readiness_verdict_fences_total", lbl("fence", v1alpha1.FenceHealthy, "state", string(v1alpha1.FencePassed)), n),
 			atLeast("aicr_readiness_verdict_fences_total", lbl("state", string(v1alpha1.FenceOpen)), 1),
 			atLeast("aicr_readiness_watch_lag_seconds_count", nil, 1),
+			equal("aicr_readiness_component_ready", lbl("runtime", rt.Name), n), // every release ready
+			equal("aicr_readiness_component_fence", lbl("runtime", rt.Name, "fence", v1alpha1.FenceHealthy, "state", string(v1alpha1.FencePassed)), n),
 			atLeast("aicr_readiness_queue_depth", nil, 0),
 			atLeast("aicr_bus_published_total", lbl("binary", "readiness", "type", bus.TypeReleaseVerdict, "result", "ok"), n),
 		),
