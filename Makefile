@@ -14,10 +14,10 @@ TEST_TIMEOUT ?= 25m
 # The tools (hack/tools.sh names) each target starts, and no more: the local stack runs etcd, the
 # three kube binaries (kwok needs the controller-manager and the scheduler), kwok, Argo CD's
 # controller and repo-server (with redis) and the registry, and renders the chart's RBAC with helm;
-# the tests add nats-server (the chart's NATS, e2e/charttest), docker-compose (e2e/deploy) and gcc
-# (cgo, for -race); bench and chaos run only the apiserver, chaos a cluster of nats-server processes.
+# the tests add nats-server (the chart's NATS, e2e/charttest), docker-compose (e2e/deploy), promtool
+# (the chart's alert rules, e2e/edges) and gcc (cgo, for -race); bench and chaos run only the apiserver, chaos a cluster of nats-server processes.
 DEMO_TOOLS := etcd kube kwok helm registry argocd redis
-TEST_TOOLS := $(DEMO_TOOLS) nats-server docker-compose gcc
+TEST_TOOLS := $(DEMO_TOOLS) nats-server docker-compose promtool gcc
 INTEGRATION_TOOLS := etcd kube kwok helm registry nats-server docker-compose gcc
 BENCH_TOOLS := etcd kube-apiserver gcc
 CHAOS_TOOLS := etcd kube-apiserver nats-server helm gcc

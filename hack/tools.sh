@@ -19,7 +19,8 @@
 # compile job beside them, ahead of the tools' (e.g. the project's own `go build`); --fetch gives
 # it a download stage that runs with the tools' downloads. A terminal gets one progress line that
 # updates in place (what runs, n of m done, elapsed, an estimate of what is left from the times kept
-# in $CACHE/.times, else built-in ones); anything else gets plain lines. The builds' own output
+# in $CACHE/.times, else built-in ones scaled by this machine's speed, learned from the jobs
+# recorded there and again as each job of the run finishes); anything else gets plain lines. The builds' own output
 # (`go: downloading ...`) goes to one log per job in a folder whose path is printed; a failed job
 # prints the end of its log.
 #
@@ -507,15 +508,55 @@ builtin_estimate() { # GROUP COMPS
   esac
 }
 
-# estimate KEY GROUP COMPS: the last recorded time of this exact job, else of the same tool at any
-# version, else the built-in figure.
-estimate() {
+# recorded_estimate KEY GROUP: the last recorded time of this exact job, else of the same tool at
+# any version; nothing when none is recorded.
+recorded_estimate() {
   local key=$1 s=""
   if [ -f "$CACHE/.times" ]; then
     s=$(awk -v k="$key" '$1 == k { s = $2 } END { print s }' "$CACHE/.times")
     [ -n "$s" ] || s=$(awk -v g="$2" 'index($1, g "-") == 1 || $1 == "with:" g { s = $2 } END { print s }' "$CACHE/.times")
   fi
-  echo "${s:-$(builtin_estimate "$2" "$3")}"
+  echo "$s"
+}
+
+# SPEED_SAMPLES: how many of the latest recorded jobs speed_pct weighs.
+SPEED_SAMPLES=8
+
+# speed_pct: this machine's speed, as the percentage of the built-in figures its compiles take:
+# the recorded times of the latest SPEED_SAMPLES jobs in $CACHE/.times (this run's as they finish,
+# then earlier runs') over the built-in figures of the same jobs, between 25 and 2000; 100 when
+# nothing is recorded. apt installs say nothing of the compiler's speed and are left out, and so
+# are --with commands other than the binaries and the standard library (no built-in figure).
+speed_pct() {
+  local key s group comps sum_s=0 sum_b=0 n=0 pct
+  if [ -f "$CACHE/.times" ]; then
+    while read -r key s; do
+      [[ "$s" =~ ^[0-9]+$ ]] || continue
+      case "$key" in
+        with:stdlib) group=std comps="" ;;
+        with:binaries) group=binaries comps="" ;;
+        with:*) continue ;;
+        *:*) comps=${key#*:} comps=${comps//,/ } group=$(group_of "${comps%% *}") ;;
+        *) continue ;;
+      esac
+      [ "$(kind_of "$group")" != apt ] || continue
+      sum_s=$((sum_s + s)) sum_b=$((sum_b + $(builtin_estimate "$group" "$comps"))) n=$((n + 1))
+      [ "$n" -lt "$SPEED_SAMPLES" ] || break
+    done < <(tac "$CACHE/.times")
+  fi
+  if [ "$sum_b" -eq 0 ]; then echo 100; return; fi
+  pct=$((sum_s * 100 / sum_b))
+  [ "$pct" -ge 25 ] || pct=25
+  [ "$pct" -le 2000 ] || pct=2000
+  echo "$pct"
+}
+SPEED=100
+
+# job_estimate I: the seconds job I is expected to take: its recorded time, else the built-in
+# figure at this machine's speed (SPEED, learned again as each job finishes).
+job_estimate() {
+  local i=$1
+  if [ -n "${J_REC[i]}" ]; then echo "${J_REC[i]}"; else echo $((J_BASE[i] * SPEED / 100)); fi
 }
 
 record_time() { # KEY SECONDS
@@ -541,13 +582,13 @@ fmt_left() { # SECONDS -> ~40s, ~9m
 # ---- the scheduler ------------------------------------------------------------------------------
 
 # Jobs, one per tool folder to build and one per --with command: parallel arrays indexed by job.
-J_LABEL=() J_GROUP=() J_COMPS=() J_KIND=() J_CMD=() J_FETCH=() J_EST=() J_KEY=() J_FIRST=()
+J_LABEL=() J_GROUP=() J_COMPS=() J_KIND=() J_CMD=() J_FETCH=() J_REC=() J_BASE=() J_KEY=() J_FIRST=()
 J_STATE=() J_PID=() J_FD=() J_LOG=() J_STAGE_START=() J_ACTIVE=()
 
 add_job() { # LABEL GROUP COMPS KIND CMD KEY [first]   (first: compiles before every other job)
   local i=${#J_LABEL[@]}
   J_LABEL[i]=$1 J_GROUP[i]=$2 J_COMPS[i]=$3 J_KIND[i]=$4 J_CMD[i]=$5 J_KEY[i]=$6 J_FIRST[i]=${7:-} J_FETCH[i]=""
-  J_EST[i]=$(estimate "$6" "${2:-$1}" "$3")
+  J_REC[i]=$(recorded_estimate "$6" "${2:-$1}") J_BASE[i]=$(builtin_estimate "${2:-$1}" "$3")
   J_STATE[i]=new J_PID[i]="" J_FD[i]="" J_LOG[i]="" J_STAGE_START[i]="" J_ACTIVE[i]=0
 }
 
@@ -570,7 +611,7 @@ event() {
 
 # prio I: the order compiles start in: --with commands first (what the caller runs next), then
 # the longest job.
-prio() { if [ "${J_KIND[$1]}" = cmd ]; then echo $((1000000 + J_EST[$1])); else echo "${J_EST[$1]}"; fi; }
+prio() { if [ "${J_KIND[$1]}" = cmd ]; then echo $((1000000 + $(job_estimate "$1"))); else job_estimate "$1"; fi; }
 
 # active I NOW: the seconds job I has run so far (its stages, not its wait for a compile slot).
 active() {
@@ -585,7 +626,7 @@ time_left() {
   local now=$1 i r age rem=() loads=() k best
   for i in "${!J_LABEL[@]}"; do
     case "${J_STATE[i]}" in done) continue ;; esac
-    age=$(active "$i" "$now"); r=$((J_EST[i] - age))
+    age=$(active "$i" "$now"); r=$(($(job_estimate "$i") - age))
     [ "$r" -ge $((age / 10 + 5)) ] || r=$((age / 10 + 5))
     rem+=("$r")
   done
@@ -699,7 +740,7 @@ run_jobs() {
   mkdir -p "$RUN_DIR"
   # keep the logs of the last ten runs
   ls -1dt "$CACHE/logs/"*/ 2>/dev/null | tail -n +11 | while read -r old; do rm -rf "$old"; done
-  RUN_START=$SECONDS LAST_BEAT=$SECONDS
+  RUN_START=$SECONDS LAST_BEAT=$SECONDS SPEED=$(speed_pct)
   trap 'stop_all; event "interrupted"; exit 130' INT TERM HUP
 
   local names=""
@@ -752,6 +793,7 @@ run_jobs() {
           if [ "${J_KIND[i]}" != cmd ]; then finish "$i" || fail "$i" 1; release "$i"; fi
           J_STATE[i]=done
           record_time "${J_KEY[i]}" "${J_ACTIVE[i]}"
+          SPEED=$(speed_pct)
           ndone=0; for c in "${!J_LABEL[@]}"; do [ "${J_STATE[c]}" != done ] || ndone=$((ndone + 1)); done
           event "$ndone/$n ${J_LABEL[i]} done in $(fmt_dur "${J_ACTIVE[i]}"); $(fmt_dur $((SECONDS - RUN_START))) elapsed$([ "$ndone" = "$n" ] || echo ", $(fmt_left "$(time_left $SECONDS)") left")"
           ;;

@@ -428,3 +428,38 @@ func repoRoot(t testing.TB) string {
 		dir = parent
 	}
 }
+
+// The estimate of a tool never built here is its built-in figure at this machine's speed, learned
+// from the jobs recorded in .times: a machine whose etcd and kwok builds took three times their
+// built-in figures is told three times helm's and the standard library's.
+func TestTheEstimateLearnsThisMachinesSpeed(t *testing.T) {
+	for _, c := range []struct {
+		name, times, want string
+	}{
+		// helm 100 s and the standard library 60 s, one slot each: 100 s, about 2 minutes
+		{"nothing recorded: the built-in figures", "", "about 2m"},
+		// etcd 120 s (built in: 40) and kwok 315 s (105): 300 %; helm 300 s, about 5 minutes
+		{"three times slower", "etcd-v3.6.0:etcd 120\nkwok-v0.7.0:kwok 315\nredis-debian:redis 900\n", "about 5m"},
+		// only the latest jobs count: the slow builds of long ago are outweighed
+		{"faster lately", "etcd-v3.6.0:etcd 400\n" + strings.Repeat("etcd-v3.6.1:etcd 40\n", 8), "about 2m"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRun(t)
+			if err := os.MkdirAll(r.cache, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(r.cache, ".times"), []byte(c.times), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr screen
+			p := start(t, r.command(t, &stdout, &stderr, nil, "ensure", "helm"))
+			if err := p.wait(t); err != nil {
+				t.Fatalf("hack/tools.sh: %v\n%s", err, stderr.String())
+			}
+			first, _, _ := strings.Cut(stderr.String(), "\n")
+			if want := "[tools] building helm, stdlib (2 jobs, 2 compiles at a time; " + c.want + ")"; first != want {
+				t.Errorf("first line = %q, want %q", first, want)
+			}
+		})
+	}
+}
