@@ -170,6 +170,9 @@ func familySeries(mf *dto.MetricFamily, target map[string]string) []map[string]s
 		case dto.MetricType_HISTOGRAM:
 			h := m.GetHistogram()
 			for _, b := range h.GetBucket() {
+				if math.IsInf(b.GetUpperBound(), +1) {
+					continue // the +Inf bucket is the count, added below
+				}
 				out = append(out, promSeries(name+"_bucket", target, withLabel(labels, "le", strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)), float64(b.GetCumulativeCount())))
 			}
 			out = append(out, promSeries(name+"_bucket", target, withLabel(labels, "le", "+Inf"), float64(h.GetSampleCount())),
