@@ -295,7 +295,7 @@ func (f *fakeArgoCD) syncTime(rollout string, steps int) (time.Duration, error) 
 	defer f.mu.Unlock()
 	var sum time.Duration
 	for i := 1; i <= steps; i++ {
-		step := rollout + "/" + strconv.Itoa(i)
+		step := v1alpha1.StepID(rollout, int32(i))
 		s, ok1 := f.seen[step]
 		r, ok2 := f.ready[step]
 		if !ok1 || !ok2 {

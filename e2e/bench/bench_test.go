@@ -1014,7 +1014,7 @@ func measureWrites(ctx context.Context, rolloutName string, started time.Time, p
 	for i := range writeCommands {
 		p := plans[(i/writeReleases)%len(plans)]
 		release := fmt.Sprintf("w-%03d", i%writeReleases)
-		step := bus.StepRef{Rollout: rolloutName, Index: int32(i + 1), ID: fmt.Sprintf("%s/%d", rolloutName, i+1), Started: started}
+		step := bus.StepRef{Rollout: rolloutName, Index: int32(i + 1), ID: v1alpha1.StepID(rolloutName, int32(i+1)), Started: started}
 		cmd := bus.NewApplyCommand("bench", "bench-uid", step, release, v1alpha1.ActionUpgrade, p.Digest(), false)
 		cmd.ID = step.ID + "/1"
 		if err := pub.Publish(ctx, bus.ApplySubject("bench", release), cmd.ID, cmd); err != nil {

@@ -467,7 +467,7 @@ func (d *driver) check(rt *v1alpha1.ClusterRuntime, to state) int {
 	stepOf := map[string]string{}
 	for _, st := range ro.Status.Steps {
 		got[st.Release] = st.Action
-		stepOf[st.Release] = fmt.Sprintf("%s/%d", ro.Name, st.Index)
+		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
 		if st.State != v1alpha1.StepSucceeded {
 			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
 		}

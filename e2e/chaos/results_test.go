@@ -71,7 +71,7 @@ func commandsAnswered(ctx context.Context, s *stack.Stack, rollouts []v1alpha1.R
 			if st.StartedAt == nil {
 				continue
 			}
-			if id := fmt.Sprintf("%s/%d", ro.Name, st.Index); !answered[id] {
+			if id := v1alpha1.StepID(ro.Name, st.Index); !answered[id] {
 				violations = append(violations, fmt.Sprintf("step %s (%s %s, %s) was started but no command of it was answered: a lost command", id, st.Action, st.Release, st.State))
 			}
 		}

@@ -130,7 +130,7 @@ func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string, action v1
 
 // stepID is "<rollout>/<index>".
 func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
-	return ro.Name + "/" + strconv.Itoa(int(st.Index))
+	return v1alpha1.StepID(ro.Name, st.Index)
 }
 
 // errStop ends a wait at once: what was seen means the awaited state will not come.

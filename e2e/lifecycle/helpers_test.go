@@ -194,7 +194,7 @@ func findStep(ro *v1alpha1.RuntimeRollout, release string) (v1alpha1.Step, bool)
 
 // stepID is the ID of a rollout's step, as in the protocol: "<rollout>/<index>".
 func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
-	return ro.Name + "/" + strconv.Itoa(int(st.Index))
+	return v1alpha1.StepID(ro.Name, st.Index)
 }
 
 // stepToken is what the refresh handshake and the gate's sync name the step by: its ID and the

@@ -82,41 +82,42 @@ func DefaultRuntimeSpec() v1alpha1.ClusterRuntimeSpec {
 
 // Runtime reads the ClusterRuntime.
 func (s *Stack) Runtime(ctx context.Context) (*v1alpha1.ClusterRuntime, error) {
-	u, err := s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
+	rt, err := s.Operator.Runtimes().Get(ctx, v1alpha1.RuntimeName)
 	if err != nil {
 		return nil, err
 	}
-	var rt v1alpha1.ClusterRuntime
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rt); err != nil {
-		return nil, err
-	}
-	return &rt, nil
+	return rt, nil
 }
 
 // Rollout reads a RuntimeRollout, every one of its steps in Status.Steps.
 func (s *Stack) Rollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
-	u, err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Get(ctx, name, metav1.GetOptions{})
+	ro, err := s.Operator.Rollouts().Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return s.DecodeRollout(ctx, u)
+	return s.expandSteps(ctx, ro)
 }
 
-// DecodeRollout decodes a RuntimeRollout and reads the steps its status leaves to ConfigMaps
-// (shared/rolloutsteps), so Status.Steps holds every step.
+// DecodeRollout decodes a RuntimeRollout (a watch event's object) and reads the steps its status
+// leaves to ConfigMaps (shared/rolloutsteps), so Status.Steps holds every step.
 func (s *Stack) DecodeRollout(ctx context.Context, u *unstructured.Unstructured) (*v1alpha1.RuntimeRollout, error) {
 	var ro v1alpha1.RuntimeRollout
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
 		return nil, fmt.Errorf("decode rollout %s: %w", u.GetName(), err)
 	}
-	steps, err := rolloutsteps.Expand(ctx, &ro, func(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return s.expandSteps(ctx, &ro)
+}
+
+// expandSteps reads the steps ro's status leaves to ConfigMaps into Status.Steps.
+func (s *Stack) expandSteps(ctx context.Context, ro *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
+	steps, err := rolloutsteps.Expand(ctx, ro, func(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
 		return s.Kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	})
 	if err != nil {
 		return nil, err
 	}
 	ro.Status.Steps = steps
-	return &ro, nil
+	return ro, nil
 }
 
 // Blocker says why the runtime is not Ready, from its conditions.

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -42,7 +43,7 @@ const (
 	OperatorNamespace = "aicr-system"
 	EngineNamespace   = testenv.ArgoCDNamespace
 	Project           = "aicr"
-	RepoCredsSecret   = "aicr-registry"
+	RepoCredsSecret   = v1alpha1.DefaultRepoCredsSecret
 	BundleConfigMap   = "aicr-bundle"
 	// RepositoryPath is the path under the registry host where charts/ and wrappers/ live.
 	RepositoryPath = "aicr"
@@ -81,9 +82,11 @@ type Options struct {
 
 // Stack is a running local stack.
 type Stack struct {
-	Env        *testenv.Env
-	Kube       kubernetes.Interface
-	Dynamic    dynamic.Interface
+	Env     *testenv.Env
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	// Operator reads and writes ClusterRuntimes and RuntimeRollouts (shared/runtimeclient).
+	Operator   *runtimeclient.Client
 	Repository string // 127.0.0.1:<port>/aicr
 	Digests    map[string]string
 	NATSURL    string
@@ -184,6 +187,9 @@ func attach(env *testenv.Env, o Options) (*Stack, error) {
 	}
 	if s.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
 		return s, fmt.Errorf("create dynamic client: %w", err)
+	}
+	if s.Operator, err = runtimeclient.NewForConfig(env.Config); err != nil {
+		return s, err
 	}
 	return s, nil
 }

@@ -19,6 +19,20 @@ type StepOptions struct {
 	Force map[string]bool
 }
 
+// Action is the step a release in both plans takes, the rule Steps and `kubectl aicr diff`
+// share: Upgrade when its content changed (chart, namespace or values: what an Application's
+// spec.source and spec.destination carry), else Apply when anything else about it changed (its
+// dependencies, its gate flag, or a step asked for it), else none ("").
+func Action(contentChanged, otherChanged bool) v1alpha1.StepAction {
+	switch {
+	case contentChanged:
+		return v1alpha1.ActionUpgrade
+	case otherChanged:
+		return v1alpha1.ActionApply
+	}
+	return ""
+}
+
 // Steps derives a rollout's steps from the plan the stack is at (from, nil for nothing) to the
 // plan it moves to (to, nil when the runtime is deleted):
 //
@@ -41,14 +55,11 @@ func Steps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 		for i := range to.Releases {
 			r := &to.Releases[i]
 			old, existed := from.Release(r.Name)
-			switch {
-			case !existed:
+			if !existed {
 				action[i] = v1alpha1.ActionInstall
-			case !sameContent(from, from.byName[r.Name], to, i):
-				action[i] = v1alpha1.ActionUpgrade
-			case !sameGraph(old, r) || opts.ApplyAll || opts.Force[r.Name]:
-				action[i] = v1alpha1.ActionApply
+				continue
 			}
+			action[i] = Action(!sameContent(from, from.byName[r.Name], to, i), !sameGraph(old, r) || opts.ApplyAll || opts.Force[r.Name])
 		}
 		// Gates re-check whatever changed beneath them; a gate's own step can trigger a gate
 		// above it. In dependency order, whether something beneath a release has a step is

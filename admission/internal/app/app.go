@@ -13,8 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/admission/internal/audit"
@@ -27,6 +25,7 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/service"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 )
 
 // Name is the binary's name: logger component, metrics namespace and NATS connection name.
@@ -119,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 
 	reloader := certs.NewReloader(o.TLSCertFile, o.TLSKeyFile)
 	base.AddCheck("tls", reloader.Check)
-	dyn, err := dynamic.NewForConfig(base.Kube)
+	operator, err := runtimeclient.NewForConfig(base.Kube)
 	if err != nil {
 		return fmt.Errorf("create rollout client: %w", err)
 	}
@@ -128,7 +127,7 @@ func Run(ctx context.Context, o Options) error {
 		Namespace:          o.Namespace,
 		EngineNamespace:    o.EngineNamespace,
 		Bundles:            configMaps{base.KubeClient},
-		Rollouts:           rollouts{dyn.Resource(v1alpha1.RuntimeRolloutResource)},
+		Rollouts:           rollouts{operator.Rollouts()},
 	})
 	recorder := audit.NewRecorder(base.Publisher(), base.Metrics, Name)
 	handler := webhook.NewHandler(validator, recorder, webhook.NewMetrics(base.Metrics, Name), base.Log)
@@ -165,19 +164,15 @@ func Run(ctx context.Context, o Options) error {
 // rollouts reads RuntimeRollouts from the API server, one GET each (a delete-rollout marker on
 // an Application carrying the resources finalizer: Remove steps only).
 type rollouts struct {
-	res dynamic.NamespaceableResourceInterface
+	rollouts *runtimeclient.Rollouts
 }
 
 func (r rollouts) GetRollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
-	u, err := r.res.Get(ctx, name, metav1.GetOptions{})
+	ro, err := r.rollouts.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	var ro v1alpha1.RuntimeRollout
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ro); err != nil {
-		return nil, fmt.Errorf("decode rollout %s: %w", name, err)
-	}
-	return &ro, nil
+	return ro, nil
 }
 
 // configMaps reads bundle ConfigMaps with the Kubernetes client.

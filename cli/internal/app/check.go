@@ -25,9 +25,6 @@ import (
 	"github.com/aicr-run/aicr-operator/cli/internal/output"
 )
 
-// defaultRepoCredsSecret is the chart's registry.auth.repoCredsSecret default.
-const defaultRepoCredsSecret = "aicr-registry"
-
 // plansWebhook is the webhook the check's dry-run probe goes to.
 const plansWebhook = "plans.admission.aicr.run"
 
@@ -100,7 +97,7 @@ operator namespace (a dry run writes nothing), repo-creds to get the Secret.`,
 		},
 	}
 	cmd.Flags().StringVar(&engineNS, "engine-namespace", v1alpha1.DefaultEngineNamespace, "engine.namespace: Argo CD's namespace, where the repo-creds Secret is")
-	cmd.Flags().StringVar(&secret, "repo-creds-secret", defaultRepoCredsSecret, "registry.auth.repoCredsSecret: the repo-creds Secret's name")
+	cmd.Flags().StringVar(&secret, "repo-creds-secret", v1alpha1.DefaultRepoCredsSecret, "registry.auth.repoCredsSecret: the repo-creds Secret's name")
 	cmd.Flags().StringSliceVar(&skip, "skip", nil, "Checks not to run: "+strings.Join(check.Names, ", "))
 	_ = cmd.RegisterFlagCompletionFunc("skip", fixedCompletions(check.Names...))
 	out.AddFlags(cmd)

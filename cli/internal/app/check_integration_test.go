@@ -112,7 +112,7 @@ func writeRepoCreds(t *testing.T, kc kubernetes.Interface, env *testenv.Env, pas
 	t.Helper()
 	ctx := context.Background()
 	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: defaultRepoCredsSecret, Namespace: v1alpha1.DefaultEngineNamespace, Labels: map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.DefaultRepoCredsSecret, Namespace: v1alpha1.DefaultEngineNamespace, Labels: map[string]string{"argocd.argoproj.io/secret-type": "repo-creds"}},
 		StringData: map[string]string{"type": "oci", "url": "oci://" + env.Registry.Host + "/aicr", "username": registryAuth.Username,
 			"password": password, "insecureOCIForceHttp": "true"},
 	}

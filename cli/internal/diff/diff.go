@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,19 +157,17 @@ func foreign(u *unstructured.Unstructured, uid string) bool {
 	return uid != "" && u.GetAnnotations()[v1alpha1.AnnotationRuntimeUID] != uid
 }
 
-// classify names the step a set of differing fields takes, as the planner would: a new chart,
-// revision, values or destination is an Upgrade; anything else (dependencies, the gate flag,
-// the sync policy) an Apply.
+// classify names the step a set of differing fields takes, by the planner's rule (plan.Action):
+// a new chart, revision, values or destination (spec.source, spec.destination) is an Upgrade;
+// anything else (dependencies, the gate flag, the sync policy) an Apply.
 func classify(fields []string) string {
-	if len(fields) == 0 {
-		return Unchanged
+	content := slices.ContainsFunc(fields, func(f string) bool {
+		return strings.HasPrefix(f, "spec.source") || strings.HasPrefix(f, "spec.destination")
+	})
+	if a := plan.Action(content, len(fields) > 0); a != "" {
+		return string(a)
 	}
-	for _, f := range fields {
-		if strings.HasPrefix(f, "spec.source") || strings.HasPrefix(f, "spec.destination") {
-			return Upgrade
-		}
-	}
-	return Apply
+	return Unchanged
 }
 
 // ownedAnnotations are the annotations the comparison looks at: those a plan decides. The plan

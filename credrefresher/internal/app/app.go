@@ -31,7 +31,6 @@ const Name = v1alpha1.BinaryCredRefresher
 
 // Defaults.
 const (
-	DefaultRepoCredsSecret = "aicr-registry"
 	// maxRefreshInterval: ECR tokens last 12 hours; a longer period lets them lapse.
 	maxRefreshInterval = 12 * time.Hour
 )
@@ -68,7 +67,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
 	fs.StringVar(&o.RegistryAuth, "registry-auth", refresher.ModeAWS, "how the registry credentials are kept: aws (write a fresh ECR token) or static (check the admin's Secret)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "", "registry repository the charts live under, host/path or oci://host/path (the Secret's url)")
-	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", DefaultRepoCredsSecret, "name of the repo-creds Secret")
+	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", v1alpha1.DefaultRepoCredsSecret, "name of the repo-creds Secret")
 	fs.StringVar(&o.AWSRegion, "aws-region", "", "AWS region of ECR (default: AWS_REGION, AWS_DEFAULT_REGION, the shared config, else the region in an ECR registry host)")
 	fs.StringVar(&o.ECREndpoint, "ecr-endpoint", "", "ECR endpoint URL override (tests, VPC endpoints)")
 	fs.BoolVar(&o.InsecureOCIForceHTTP, "insecure-oci-force-http", false, "write insecureOCIForceHttp: \"true\" into the Secret (plain-HTTP registry of the local stack)")

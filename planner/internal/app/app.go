@@ -68,9 +68,6 @@ type Options struct {
 // long for the promise that the operator forces its fields back.
 const MaxDriftResync = 10 * time.Minute
 
-// DefaultRepoCredsSecret is the chart's registry.auth.repoCredsSecret default.
-const DefaultRepoCredsSecret = "aicr-registry"
-
 // BindFlags registers the flags with their defaults.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Options.BindFlags(fs)
@@ -79,7 +76,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OperatorIdentities, "operator-identities", "",
 		"comma-separated user names of the operator itself, whose approvals are ignored (default: aicr-operator and the service accounts aicr-operator-<binary> of the five binaries in --namespace, as the chart names them)")
 	fs.IntVar(&o.Workers, "workers", 2, "runtimes reconciled at once")
-	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", DefaultRepoCredsSecret,
+	fs.StringVar(&o.RepoCredsSecret, "repo-creds-secret", v1alpha1.DefaultRepoCredsSecret,
 		"the repo-creds Secret in --engine-namespace (registry.auth.repoCredsSecret): the credentials spec.bundle.oci bundles are pulled with, read at each pull")
 	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "",

@@ -166,7 +166,7 @@ func BenchmarkVerdictToNextCommand(b *testing.B) {
 				}
 				before := pub.n
 				stepID := pub.last[:len(pub.last)-2] // "<rollout>/<index>" from "<rollout>/<index>/1"
-				_, idx, _ := rollout.ParseStepID(stepID)
+				_, idx, _ := v1alpha1.ParseStepID(stepID)
 				rel := steps[idx-1].Release
 				data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster", Release: rel, StepID: stepID, PlanDigest: store.rollouts[r.Name].Spec.ToDigest, Ready: true})
 				if err := c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {

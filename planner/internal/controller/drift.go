@@ -272,7 +272,7 @@ func runtimeBehind(rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollo
 // inFlightOf is the runtime's rollout in flight, or nil.
 func inFlightOf(rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout) *v1alpha1.RuntimeRollout {
 	for i := range rollouts {
-		if !rollout.Terminal(rollouts[i].Status.Phase) && rollouts[i].Status.Phase != "" && rollouts[i].Spec.RuntimeUID == string(rt.UID) {
+		if !rollouts[i].Status.Phase.Terminal() && rollouts[i].Status.Phase != "" && rollouts[i].Spec.RuntimeUID == string(rt.UID) {
 			return &rollouts[i]
 		}
 	}
@@ -342,7 +342,7 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 // stepEnds lists the releases whose step ended (succeeded or failed) between two versions of a
 // rollout's status, and whether the rollout itself ended.
 func stepEnds(old, cur *v1alpha1.RuntimeRollout) (releases []string, ended bool) {
-	ended = !rollout.Terminal(old.Status.Phase) && rollout.Terminal(cur.Status.Phase)
+	ended = !old.Status.Phase.Terminal() && cur.Status.Phase.Terminal()
 	was := make(map[int32]v1alpha1.StepState, len(old.Status.Steps))
 	for _, s := range old.Status.Steps {
 		was[s.Index] = s.State

@@ -112,7 +112,7 @@ func (c *Controller) recordChanges(ctx context.Context, rt *v1alpha1.ClusterRunt
 			line = log.Warn()
 		}
 		// The message names the release; the context's logger may already carry a release.
-		line.Str(logging.KeyStep, rollout.StepID(after.Name, ch.Step.Index)).Str(logging.KeyReason, ev.Reason).Msg(ev.Message)
+		line.Str(logging.KeyStep, v1alpha1.StepID(after.Name, ch.Step.Index)).Str(logging.KeyReason, ev.Reason).Msg(ev.Message)
 		if !routine {
 			c.rolloutEvent(after, ev)
 		}

@@ -30,7 +30,7 @@ func (c *Controller) handleVerdict(ctx context.Context, m *dispatch.Message) err
 		return err
 	}
 	awaited := false
-	if name, _, ok := rollout.ParseStepID(v.StepID); ok {
+	if name, _, ok := v1alpha1.ParseStepID(v.StepID); ok {
 		if v.Ready {
 			ctx = withVerdictReceived(ctx, time.Now())
 		}
@@ -63,7 +63,7 @@ func (c *Controller) handleResult(ctx context.Context, m *dispatch.Message) erro
 		return err
 	}
 	c.overridden(ctx, &res)
-	name, _, ok := rollout.ParseStepID(res.Step.ID)
+	name, _, ok := v1alpha1.ParseStepID(res.Step.ID)
 	if !ok {
 		switch {
 		case res.Outcome == bus.OutcomeForeign || res.Outcome == bus.OutcomeBlocked || res.Outcome == bus.OutcomeFailed:
@@ -128,7 +128,7 @@ func (c *Controller) onRollout(ctx context.Context, runtime, name string, noteOn
 	if err != nil {
 		return fmt.Errorf("get rollout %s: %w", name, err)
 	}
-	if r.Spec.Runtime != runtime || rollout.Terminal(r.Status.Phase) || r.Status.Phase == "" {
+	if r.Spec.Runtime != runtime || r.Status.Phase.Terminal() || r.Status.Phase == "" {
 		return nil
 	}
 	if noteOnly != nil && noteOnly(rt, r) {
@@ -239,7 +239,7 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			attempt := "drift-" + tag
 			msg := fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
 			// Recorded once the applier's write succeeded (overridden), not now: it may refuse.
-			c.expectOverride(rollout.CommandID(rollout.StepID(r.Name, s.Index), attempt, r.UID), override{reason: v1alpha1.EventFieldOwnershipOverridden, msg: msg, rollout: r.Name})
+			c.expectOverride(rollout.CommandID(v1alpha1.StepID(r.Name, s.Index), attempt, r.UID), override{reason: v1alpha1.EventFieldOwnershipOverridden, msg: msg, rollout: r.Name})
 			if err := c.publishStep(ctx, rt, r, s, attempt); err != nil {
 				return r, err
 			}

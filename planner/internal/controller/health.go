@@ -35,7 +35,7 @@ func (c *Controller) onHealth(ctx context.Context, v *bus.ReleaseVerdict, awaite
 	}
 	now := c.cfg.Clock.Now()
 	var floor *v1alpha1.Verdict
-	if name, index, ok := rollout.ParseStepID(v.StepID); ok && !awaited {
+	if name, index, ok := v1alpha1.ParseStepID(v.StepID); ok && !awaited {
 		r, err := c.store.GetRollout(ctx, name)
 		switch {
 		case err == nil:

@@ -443,7 +443,7 @@ func TestRolloutThroughTheBus(t *testing.T) {
 
 	// After its rollout, nfd stops being ready: the runtime is NotReady naming it and its open
 	// fence, with no command; a verdict older than that is ignored; recovery is RolledOut.
-	nfdStep := rollout.StepID(rollout.Name("", firstDigest), 2)
+	nfdStep := v1alpha1.StepID(rollout.Name("", firstDigest), 2)
 	health := func(rv string, ready bool) {
 		t.Helper()
 		v := &bus.ReleaseVerdict{Runtime: "cluster", Release: "nfd", StepID: nfdStep, PlanDigest: firstDigest, Ready: ready,

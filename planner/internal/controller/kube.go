@@ -2,20 +2,17 @@ package controller
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 )
 
 // Store is the planner's view of the API server. It has more than the usual one to three
@@ -35,69 +32,56 @@ type Store interface {
 	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
 }
 
-// Kube is the Store on a real API server: a small typed REST client for operator.aicr.run
-// (no generated clientset) and the core client for ConfigMaps.
+// Kube is the Store on a real API server: the operator's typed client (shared/runtimeclient)
+// and the core client for ConfigMaps.
 type Kube struct {
 	rc   rest.Interface
+	c    *runtimeclient.Client
 	core kubernetes.Interface
 }
 
-// Scheme holds the v1alpha1 types for the REST client.
-var Scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err) // scheme setup: a programming error
-	}
-	return s
-}()
+// Scheme holds the v1alpha1 types (the Events recorder's).
+var Scheme = runtimeclient.Scheme
 
 // NewKube builds the Store from a client configuration.
 func NewKube(cfg *rest.Config, core kubernetes.Interface) (*Kube, error) {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &v1alpha1.SchemeGroupVersion
-	c.APIPath = "/apis"
-	c.ContentType = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
-	rc, err := rest.RESTClientFor(c)
+	c, err := runtimeclient.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("create operator.aicr.run client: %w", err)
+		return nil, err
 	}
-	return &Kube{rc: rc, core: core}, nil
+	return &Kube{rc: c.RESTClient(), c: c, core: core}, nil
 }
 
 const (
-	resRuntimes = "clusterruntimes"
-	resRollouts = "runtimerollouts"
+	resRuntimes = runtimeclient.ResourceRuntimes
+	resRollouts = runtimeclient.ResourceRollouts
 )
 
 // ListWatch returns the list-watch of a resource ("clusterruntimes" or "runtimerollouts").
 func (k *Kube) ListWatch(resource string) *cache.ListWatch {
-	return cache.NewListWatchFromClient(k.rc, resource, metav1.NamespaceAll, fields.Everything())
+	return k.c.ListWatch(resource)
 }
 
 // GetRuntime implements Store.
 func (k *Kube) GetRuntime(ctx context.Context, name string) (*v1alpha1.ClusterRuntime, error) {
-	out := &v1alpha1.ClusterRuntime{}
-	return out, k.rc.Get().Resource(resRuntimes).Name(name).Do(ctx).Into(out)
+	return k.c.Runtimes().Get(ctx, name)
 }
 
 // UpdateRuntime implements Store (metadata: the planner's finalizer).
 func (k *Kube) UpdateRuntime(ctx context.Context, rt *v1alpha1.ClusterRuntime) (*v1alpha1.ClusterRuntime, error) {
-	out := &v1alpha1.ClusterRuntime{}
-	return out, k.rc.Put().Resource(resRuntimes).Name(rt.Name).Body(rt).Do(ctx).Into(out)
+	return k.c.Runtimes().Update(ctx, rt)
 }
 
 // UpdateRuntimeStatus implements Store.
 func (k *Kube) UpdateRuntimeStatus(ctx context.Context, rt *v1alpha1.ClusterRuntime) (*v1alpha1.ClusterRuntime, error) {
-	out := &v1alpha1.ClusterRuntime{}
-	return out, k.rc.Put().Resource(resRuntimes).Name(rt.Name).SubResource("status").Body(rt).Do(ctx).Into(out)
+	return k.c.Runtimes().UpdateStatus(ctx, rt)
 }
 
 // ListRollouts implements Store: the rollouts labelled with the runtime.
 func (k *Kube) ListRollouts(ctx context.Context, runtimeName string) ([]v1alpha1.RuntimeRollout, error) {
-	out := &v1alpha1.RuntimeRolloutList{}
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelRuntime: runtimeName}).String()
-	if err := k.rc.Get().Resource(resRollouts).Param("labelSelector", sel).Do(ctx).Into(out); err != nil {
+	out, err := k.c.Rollouts().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
 		return nil, err
 	}
 	return out.Items, nil
@@ -105,32 +89,28 @@ func (k *Kube) ListRollouts(ctx context.Context, runtimeName string) ([]v1alpha1
 
 // GetRollout implements Store.
 func (k *Kube) GetRollout(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
-	out := &v1alpha1.RuntimeRollout{}
-	return out, k.rc.Get().Resource(resRollouts).Name(name).Do(ctx).Into(out)
+	return k.c.Rollouts().Get(ctx, name)
 }
 
 // CreateRollout implements Store.
 func (k *Kube) CreateRollout(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
-	out := &v1alpha1.RuntimeRollout{}
-	return out, k.rc.Post().Resource(resRollouts).Body(r).Do(ctx).Into(out)
+	return k.c.Rollouts().Create(ctx, r)
 }
 
 // UpdateRollout implements Store (metadata: the outcome label).
 func (k *Kube) UpdateRollout(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
-	out := &v1alpha1.RuntimeRollout{}
-	return out, k.rc.Put().Resource(resRollouts).Name(r.Name).Body(r).Do(ctx).Into(out)
+	return k.c.Rollouts().Update(ctx, r)
 }
 
 // UpdateRolloutStatus implements Store.
 func (k *Kube) UpdateRolloutStatus(ctx context.Context, r *v1alpha1.RuntimeRollout) (*v1alpha1.RuntimeRollout, error) {
-	out := &v1alpha1.RuntimeRollout{}
-	return out, k.rc.Put().Resource(resRollouts).Name(r.Name).SubResource("status").Body(r).Do(ctx).Into(out)
+	return k.c.Rollouts().UpdateStatus(ctx, r)
 }
 
 // DeleteRollout implements Store, with a UID precondition.
 func (k *Kube) DeleteRollout(ctx context.Context, name, uid string) error {
 	u := typesUID(uid)
-	return k.rc.Delete().Resource(resRollouts).Name(name).Body(&metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &u}}).Do(ctx).Error()
+	return k.c.Rollouts().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &u}})
 }
 
 // GetConfigMap implements Store.

@@ -73,7 +73,7 @@ func TestVerdictReadsTheRolloutOnce(t *testing.T) {
 		t.Fatalf("%d commands after the first advance, want 1", pub.n)
 	}
 	store.reads.Store(0)
-	stepID := rollout.StepID(r.Name, 1)
+	stepID := v1alpha1.StepID(r.Name, 1)
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
 		Release: store.rollouts[r.Name].Status.Steps[0].Release, StepID: stepID, PlanDigest: store.rollouts[r.Name].Spec.ToDigest, Ready: true})
 	if err := c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
@@ -129,7 +129,7 @@ func startedChain(t *testing.T, n int) (*clocktesting.FakeClock, *Controller, *m
 func readyVerdict(t *testing.T, c *Controller, store *memStore, rolloutName string) {
 	t.Helper()
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "v"}, Runtime: "cluster",
-		Release: store.rollouts[rolloutName].Status.Steps[0].Release, StepID: rollout.StepID(rolloutName, 1), PlanDigest: store.rollouts[rolloutName].Spec.ToDigest, Ready: true})
+		Release: store.rollouts[rolloutName].Status.Steps[0].Release, StepID: v1alpha1.StepID(rolloutName, 1), PlanDigest: store.rollouts[rolloutName].Spec.ToDigest, Ready: true})
 	if err := c.handleVerdict(context.Background(), &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestWrittenResultIsANote(t *testing.T) {
 	if _, _, err := c.advance(ctx, rt, r.Name, nil); err != nil {
 		t.Fatal(err)
 	}
-	stepRef := bus.StepRef{Rollout: r.Name, Index: 1, ID: rollout.StepID(r.Name, 1)}
+	stepRef := bus.StepRef{Rollout: r.Name, Index: 1, ID: v1alpha1.StepID(r.Name, 1)}
 	release := store.rollouts[r.Name].Status.Steps[0].Release
 	deliver := func(outcome string) {
 		t.Helper()
@@ -262,7 +262,7 @@ func TestAKeptVerdictNoteTouchesNothingOfItsHandler(t *testing.T) {
 	ctx := context.Background()
 	step := store.rollouts[r.Name].Status.Steps[0]
 	data, _ := json.Marshal(&bus.ReleaseVerdict{Header: bus.Header{Type: bus.TypeReleaseVerdict, ID: "not-ready"}, Runtime: "cluster",
-		Release: step.Release, StepID: rollout.StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: false})
+		Release: step.Release, StepID: v1alpha1.StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: false})
 	done := make(chan error, 1)
 	go func() { done <- c.handleVerdict(ctx, &dispatch.Message{Type: bus.TypeReleaseVerdict, Data: data}) }()
 	err := wait.PollUntilContextTimeout(ctx, time.Millisecond, queueTimeout, true, func(context.Context) (bool, error) {

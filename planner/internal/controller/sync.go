@@ -281,7 +281,7 @@ func (c *Controller) advanceInFlight(ctx context.Context, v *view, inflight *v1a
 	if kept := c.notes.oldest(r.Name); !kept.IsZero() {
 		c.queue.AddAfter(v.rt.Name, max(kept.Add(NoteDelay).Sub(now), time.Millisecond))
 	}
-	if !rollout.Terminal(r.Status.Phase) {
+	if !r.Status.Phase.Terminal() {
 		return r, nil
 	}
 	if r.Status.Phase != v1alpha1.PhaseSucceeded {
@@ -767,7 +767,7 @@ func (c *Controller) unpublished(r *v1alpha1.RuntimeRollout) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, st := range rollout.Outstanding(r, c.cfg.Clock.Now()) {
-		if !c.published[rollout.CommandID(rollout.StepID(r.Name, st.Index), st.Attempt, r.UID)] {
+		if !c.published[rollout.CommandID(v1alpha1.StepID(r.Name, st.Index), st.Attempt, r.UID)] {
 			return true
 		}
 	}
@@ -790,7 +790,7 @@ func (c *Controller) publishOutstanding(ctx context.Context, rt *v1alpha1.Cluste
 // publishStep publishes a step's command with message ID rollout.CommandID, once per process
 // (JetStream drops a republish after a restart within its window).
 func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntime, r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, attempt string) error {
-	stepID := rollout.StepID(r.Name, s.Index)
+	stepID := v1alpha1.StepID(r.Name, s.Index)
 	id := rollout.CommandID(stepID, attempt, r.UID)
 	started := time.Time{}
 	if s.StartedAt != nil {

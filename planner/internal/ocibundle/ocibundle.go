@@ -1,5 +1,5 @@
 // Package ocibundle pulls the bundle a ClusterRuntime names with spec.bundle.oci: the bundle
-// artifact (servicekit/ociregistry's BundleArtifact) at repository@digest, with the credentials
+// artifact (shared/ociregistry's BundleArtifact) at repository@digest, with the credentials
 // of the repo-creds Secret the operator keeps for Argo CD when the repository is under that
 // Secret's url. The Secret is read at every pull, so a token the credential refresher renewed is
 // used at once. What was pulled is verified against its digest (so it is cached by digest, in a

@@ -47,7 +47,7 @@ func StepChanges(before, after *v1alpha1.RuntimeRolloutStatus) []StepChange {
 
 // EndedNow reports whether after is the first status of the rollout with an end.
 func EndedNow(before, after *v1alpha1.RuntimeRolloutStatus) bool {
-	return Terminal(after.Phase) && !Terminal(before.Phase)
+	return after.Phase.Terminal() && !before.Phase.Terminal()
 }
 
 // Event is one core/v1 Event to record.

@@ -40,7 +40,7 @@ func ExpectedPlan(h Holding, inflight *v1alpha1.RuntimeRollout, release string, 
 			if s.Action == v1alpha1.ActionRemove {
 				return "", false
 			}
-			if live.Exists && live.Step == StepID(inflight.Name, s.Index) && live.StepRolloutUID == string(inflight.UID) {
+			if live.Exists && live.Step == v1alpha1.StepID(inflight.Name, s.Index) && live.StepRolloutUID == string(inflight.UID) {
 				return inflight.Spec.ToDigest, true
 			}
 			if s.State != v1alpha1.StepSucceeded {

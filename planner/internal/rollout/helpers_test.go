@@ -83,12 +83,12 @@ func env(now time.Time) Env {
 
 func ready(r *v1alpha1.RuntimeRollout, index int32) *bus.ReleaseVerdict {
 	s := Step(r, index)
-	return &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, index), PlanDigest: r.Spec.ToDigest, Ready: true}
+	return &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: v1alpha1.StepID(r.Name, index), PlanDigest: r.Spec.ToDigest, Ready: true}
 }
 
 func result(r *v1alpha1.RuntimeRollout, index int32, outcome string) *bus.ApplyResult {
 	s := Step(r, index)
-	return &bus.ApplyResult{Runtime: "cluster", Release: s.Release, Outcome: outcome, Step: bus.StepRef{Rollout: r.Name, Index: index, ID: StepID(r.Name, index)}}
+	return &bus.ApplyResult{Runtime: "cluster", Release: s.Release, Outcome: outcome, Step: bus.StepRef{Rollout: r.Name, Index: index, ID: v1alpha1.StepID(r.Name, index)}}
 }
 
 // started names the releases of Start entries, "release(Action)".

@@ -18,8 +18,8 @@ import (
 // deleted and created again, has the same step IDs, and its verdicts and results say nothing
 // about this one's steps.
 func target(r *v1alpha1.RuntimeRollout, stepID, rolloutUID, release string) *v1alpha1.Step {
-	name, index, ok := ParseStepID(stepID)
-	if !ok || name != r.Name || Terminal(r.Status.Phase) || (rolloutUID != "" && rolloutUID != string(r.UID)) {
+	name, index, ok := v1alpha1.ParseStepID(stepID)
+	if !ok || name != r.Name || r.Status.Phase.Terminal() || (rolloutUID != "" && rolloutUID != string(r.UID)) {
 		return nil
 	}
 	s := step(r, index)

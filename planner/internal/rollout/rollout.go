@@ -109,24 +109,6 @@ func short(digest string) string {
 	return h
 }
 
-// StepID is "<rollout>/<index>".
-func StepID(rollout string, index int32) string {
-	return rollout + "/" + strconv.Itoa(int(index))
-}
-
-// ParseStepID splits a step ID. ok is false for a repair ID or anything malformed.
-func ParseStepID(id string) (rollout string, index int32, ok bool) {
-	i := strings.LastIndexByte(id, '/')
-	if i <= 0 || strings.HasPrefix(id, "repair/") {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(id[i+1:], 10, 32) // an index past int32 is no step's
-	if err != nil || n < 1 || strings.Contains(id[:i], "/") {
-		return "", 0, false
-	}
-	return id[:i], int32(n), true
-}
-
 // CommandID is a command's message ID, "<stepID>/<attempt>/<8 characters of the rollout's
 // UID>": a republish of the same attempt after a crash is dropped by JetStream's
 // de-duplication, while a rollout of the same name created again (a person deleted a failed one
@@ -137,15 +119,6 @@ func CommandID(stepID, attempt string, rolloutUID types.UID) string {
 		id += "/" + u[:min(8, len(u))]
 	}
 	return id
-}
-
-// Terminal reports whether a phase is final.
-func Terminal(p v1alpha1.RolloutPhase) bool {
-	switch p {
-	case v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseRevoked, v1alpha1.PhaseSuperseded:
-		return true
-	}
-	return false
 }
 
 // Started reports whether any step of the rollout has been started.
@@ -173,7 +146,7 @@ func Initialize(r *v1alpha1.RuntimeRollout, steps []v1alpha1.Step) {
 // Supersede ends a rollout that has not started a step, because a newer plan replaces it. It
 // reports whether it did.
 func Supersede(r *v1alpha1.RuntimeRollout, newer string, now time.Time) bool {
-	if Terminal(r.Status.Phase) || Started(r) {
+	if r.Status.Phase.Terminal() || Started(r) {
 		return false
 	}
 	end(r, v1alpha1.PhaseSuperseded, v1alpha1.OutcomeSuperseded, fmt.Sprintf("superseded by plan %s before any step started", newer), now)
@@ -271,7 +244,7 @@ func depsDone(r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, byRelease map[string
 // blocked step or inventory drift stops new steps. Calling it again changes nothing.
 func Advance(r *v1alpha1.RuntimeRollout, env Env) Result {
 	var res Result
-	if Terminal(r.Status.Phase) || r.Status.Phase == "" {
+	if r.Status.Phase.Terminal() || r.Status.Phase == "" {
 		return res
 	}
 	now := env.Now
@@ -522,7 +495,7 @@ func blockedAttempt(s *v1alpha1.Step, now time.Time) int {
 // and a Blocked step's current retry. The caller publishes those it has not published yet;
 // JetStream drops a duplicate ID within its window and the applier is idempotent beyond it.
 func Outstanding(r *v1alpha1.RuntimeRollout, now time.Time) []Start {
-	if Terminal(r.Status.Phase) {
+	if r.Status.Phase.Terminal() {
 		return nil
 	}
 	var out []Start

@@ -485,30 +485,8 @@ func TestSupersede(t *testing.T) {
 	}
 }
 
-func TestStepIDs(t *testing.T) {
-	tests := map[string]struct {
-		id      string
-		rollout string
-		index   int32
-		ok      bool
-	}{
-		"a step":         {id: "r-abc-none/7", rollout: "r-abc-none", index: 7, ok: true},
-		"a repair":       {id: "repair/0123456789ab/42"},
-		"no index":       {id: "r-abc-none/"},
-		"index zero":     {id: "r-abc-none/0"},
-		"not a step ID":  {id: "plain"},
-		"the last index": {id: "r-abc-none/2147483647", rollout: "r-abc-none", index: 2147483647, ok: true},
-		// 2^32+1 is no step's index, not step 1's
-		"an index past int32": {id: "r-abc-none/4294967297"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			r, i, ok := ParseStepID(tc.id)
-			if r != tc.rollout || i != tc.index || ok != tc.ok {
-				t.Errorf("ParseStepID(%q) = %q, %d, %v; want %q, %d, %v", tc.id, r, i, ok, tc.rollout, tc.index, tc.ok)
-			}
-		})
-	}
+func TestNamesAndCommandIDs(t *testing.T) {
+	t.Parallel()
 	if got := Name("", "sha256:0123456789abcdef"); got != "r-0123456789-none" {
 		t.Errorf("Name = %q", got)
 	}
@@ -597,7 +575,7 @@ func TestVerdictNoteOnlyChangesOnlyVerdictAndMessage(t *testing.T) {
 			Advance(r, env(t0))
 			s := Step(r, 1)
 			s.State = state
-			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: ready,
+			v := &bus.ReleaseVerdict{Runtime: "cluster", Release: s.Release, StepID: v1alpha1.StepID(r.Name, 1), PlanDigest: r.Spec.ToDigest, Ready: ready,
 				Fences: []v1alpha1.Fence{{Name: v1alpha1.FenceHealthy, State: v1alpha1.FenceOpen, Message: "Progressing"}}}
 			note := VerdictNoteOnly(r, v)
 			before := r.DeepCopy()

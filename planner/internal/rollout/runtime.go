@@ -42,7 +42,7 @@ func SortByCreation(rs []v1alpha1.RuntimeRollout) {
 func InFlight(rs []v1alpha1.RuntimeRollout, runtimeUID string) (first *v1alpha1.RuntimeRollout, extra []*v1alpha1.RuntimeRollout) {
 	for i := range rs {
 		r := &rs[i]
-		if Terminal(r.Status.Phase) || r.Spec.RuntimeUID != runtimeUID {
+		if r.Status.Phase.Terminal() || r.Spec.RuntimeUID != runtimeUID {
 			continue
 		}
 		if first == nil {
@@ -219,7 +219,7 @@ func ReuseExisting(existing *v1alpha1.RuntimeRollout, runtimeUID string) Reuse {
 		return ReplaceEarlierRuntime
 	case existing.Status.Phase == v1alpha1.PhaseSuperseded || existing.Status.Phase == v1alpha1.PhaseSucceeded:
 		return ReplaceEnded
-	case Terminal(existing.Status.Phase):
+	case existing.Status.Phase.Terminal():
 		return KeepFailed
 	}
 	return Resume

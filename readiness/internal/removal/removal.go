@@ -12,13 +12,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
+	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 )
 
 // Rollouts reads one RuntimeRollout; a missing one is an apierrors NotFound. *APIRollouts
@@ -102,27 +100,23 @@ func (c *Checker) Forget(app *argoapp.Application) {
 
 // APIRollouts reads RuntimeRollouts from the API server, one GET each.
 type APIRollouts struct {
-	res dynamic.NamespaceableResourceInterface
+	rollouts *runtimeclient.Rollouts
 }
 
 // NewAPIRollouts returns the Rollouts of the API server cfg points at.
 func NewAPIRollouts(cfg *rest.Config) (*APIRollouts, error) {
-	dyn, err := dynamic.NewForConfig(cfg)
+	c, err := runtimeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create rollout client: %w", err)
 	}
-	return &APIRollouts{res: dyn.Resource(v1alpha1.RuntimeRolloutResource)}, nil
+	return &APIRollouts{rollouts: c.Rollouts()}, nil
 }
 
 // Get implements Rollouts.
 func (a *APIRollouts) Get(ctx context.Context, name string) (*v1alpha1.RuntimeRollout, error) {
-	u, err := a.res.Get(ctx, name, metav1.GetOptions{})
+	r, err := a.rollouts.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	var r v1alpha1.RuntimeRollout
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
-		return nil, fmt.Errorf("decode rollout %s: %w", name, err)
-	}
-	return &r, nil
+	return r, nil
 }

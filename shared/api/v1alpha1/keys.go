@@ -35,6 +35,10 @@ const (
 	// DefaultEngineNamespace is Argo CD's namespace when none is given (engine.namespace): the
 	// Applications, the AppProject and the repository Secrets live there.
 	DefaultEngineNamespace = "argocd"
+	// DefaultRepoCredsSecret is the repo-creds Secret's name when none is given (the chart's
+	// registry.auth.repoCredsSecret, --repo-creds-secret of the planner and the credential
+	// refresher): the registry credentials Argo CD, the planner and the refresher share.
+	DefaultRepoCredsSecret = "aicr-registry"
 )
 
 // Label keys.

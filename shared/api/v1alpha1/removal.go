@@ -21,11 +21,7 @@ func (r *RuntimeRollout) RemoveStep(release string) *Step {
 
 // Ended reports whether the rollout has ended: it has an outcome or a final phase.
 func (r *RuntimeRollout) Ended() bool {
-	switch r.Status.Phase {
-	case PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseRevoked, PhaseSuperseded:
-		return true
-	}
-	return r.Status.Outcome != ""
+	return r.Status.Phase.Terminal() || r.Status.Outcome != ""
 }
 
 // RemoveInProgress reports whether the rollout is removing release now: it has not ended and

@@ -56,6 +56,15 @@ const (
 	PhaseSuperseded       RolloutPhase = "Superseded"
 )
 
+// Terminal reports whether the phase is final: a rollout in it never moves again.
+func (p RolloutPhase) Terminal() bool {
+	switch p {
+	case PhaseSucceeded, PhaseFailed, PhaseExpired, PhaseRevoked, PhaseSuperseded:
+		return true
+	}
+	return false
+}
+
 // Outcome values, set as LabelOutcome once a rollout ends.
 const (
 	OutcomeSucceeded  = "RolloutSucceeded"
