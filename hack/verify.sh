@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when generated files are stale, when a module is untidy, when go work sync would change
-# anything, when two k8s.io minor versions appear in the workspace build list, when a module wall
+# anything, when the docs' mechanical facts (the modules, the deployables, the binaries' outside
+# connections) no longer match the workspace, when two k8s.io minor versions appear in the workspace build list, when a module wall
 # is crossed, when a tracked file names a machine path or a document outside the repository, when
 # a Go file is not gofmt-ed, or when shipped code calls a known vulnerable function (govulncheck,
 # against an offline copy of the Go vulnerability database: hack/tools.sh govulncheck). Import
@@ -63,6 +64,33 @@ for m in $mods; do
   uses=no; go list -deps -test ./$m/... | grep '^github.com/argoproj/argo-cd/v3/' >/dev/null && uses=yes
   has=no; grep -q 'gitops-engine =>' "$m/go.mod" && has=yes
   if [ "$uses" != "$has" ]; then echo "  $m imports Argo CD: $uses; carries the gitops-engine replace: $has"; fail=1; fi
+done
+
+echo "verify: the docs' mechanical facts"
+# What docs/architecture.md and README.md say of the workspace, kept true: the number and names of
+# the modules (go.work), the deployables table (the Makefile's SERVICES, v1alpha1.Binaries), and
+# the binaries' outside connections (no binary links a NATS server; the planner and the plugin,
+# and no other binary, link the OCI registry client).
+numbers=(zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen)
+count=$(echo "$mods" | wc -w)
+if ! grep -q "One Go workspace (\`go.work\`), ${numbers[$count]:-$count} modules" docs/architecture.md; then
+  echo "  docs/architecture.md does not say the workspace has ${numbers[$count]:-$count} modules"; fail=1
+fi
+for m in $mods; do
+  grep -qE "^\| (\`[a-z]+\`, )*\`$m\`" docs/architecture.md || { echo "  docs/architecture.md's module table lacks $m"; fail=1; }
+  grep -qE "(^|[[:space:]])$m/" README.md || { echo "  README.md's layout lacks $m/"; fail=1; }
+done
+services=$(sed -n 's/^SERVICES := //p' Makefile)
+table=$(awk '/^## The deployables/{on=1; next} on && /^## /{exit} on && /^\| [a-z]+ \|/{print $2}' docs/architecture.md | tr '\n' ' ' | sed 's/ $//')
+if [ "$table" != "$services" ]; then
+  echo "  docs/architecture.md's deployables table lists '$table', the Makefile's SERVICES '$services'"; fail=1
+fi
+for b in $services setup cli/cmd/kubectl-aicr; do
+  deps=$(go list -deps ./$b)
+  if echo "$deps" | grep -q '^github.com/nats-io/nats-server'; then echo "  $b links nats-server (the docs say no binary does)"; fail=1; fi
+  oci=no; echo "$deps" | grep -q 'aicr-operator/shared/ociregistry$' && oci=yes
+  want=no; case $b in planner|cli/cmd/kubectl-aicr) want=yes ;; esac
+  if [ "$oci" != "$want" ]; then echo "  $b links shared/ociregistry: $oci; the docs say: $want"; fail=1; fi
 done
 
 echo "verify: the repository stands on its own"
