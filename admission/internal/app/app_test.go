@@ -16,13 +16,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 const (
@@ -56,7 +56,7 @@ func TestBinaryStartsServesAndStopsCleanly(t *testing.T) {
 	if _, err := dispatch.EnsureSetup(t.Context(), planner, 1); err != nil {
 		t.Fatalf("the planner's stream setup: %v", err)
 	}
-	pair := testcert.New(t)
+	pair := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	health, metrics, hook := servicetest.FreeAddr(t), servicetest.FreeAddr(t), servicetest.FreeAddr(t)
 	args := []string{

@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 // The layers of the API server that refuse a ClusterRuntime, in the order they run: the CRD's
@@ -543,7 +543,7 @@ func startWebhook(t *testing.T, env *testenv.Env) {
 	ctx := t.Context()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	nats := natstest.Start(t)
-	pair := testcert.New(t)
+	pair := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	hook := servicetest.FreeAddr(t)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

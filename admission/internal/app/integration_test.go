@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/admission/internal/webhook"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 func TestMain(m *testing.M) {
@@ -101,7 +101,7 @@ func TestRealAPIServerCallsTheWebhook(t *testing.T) {
 
 	// The webhook binary, its real Run, with a serving certificate for 127.0.0.1.
 	nats := natstest.Start(t)
-	pair := testcert.New(t)
+	pair := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	hook := servicetest.FreeAddr(t)
 	runCtx, cancel := context.WithCancel(ctx)

@@ -14,14 +14,14 @@ import (
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 func TestInjectorWritesOnlyWhatDiffers(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	caFile := filepath.Join(dir, "ca.crt")
-	ca := testcert.New(t).CAPEM
+	ca := tlstest.NewServing(t, "aicr-operator-admission").CAPEM
 	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
 		t.Fatal(err)
 	}

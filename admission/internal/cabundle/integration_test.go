@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 func TestMain(m *testing.M) {
@@ -43,7 +43,7 @@ func TestInjectorOnARealAPIServer(t *testing.T) {
 	}
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	i := &Injector{Client: cfgs, Name: "aicr-operator", CAFile: caFile}
-	for round, ca := range [][]byte{testcert.New(t).CAPEM, testcert.New(t).CAPEM} {
+	for round, ca := range [][]byte{tlstest.NewServing(t, "aicr-operator-admission").CAPEM, tlstest.NewServing(t, "aicr-operator-admission").CAPEM} {
 		if err := os.WriteFile(caFile, ca, 0o600); err != nil {
 			t.Fatal(err)
 		}

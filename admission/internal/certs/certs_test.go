@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 func serialOf(t *testing.T, r *Reloader) string {
@@ -40,7 +40,7 @@ func touch(t *testing.T, path string, d time.Duration) {
 // the next handshake on, without a restart.
 func TestReloaderPicksUpARenewedCertificate(t *testing.T) {
 	dir := t.TempDir()
-	first := testcert.New(t)
+	first := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, keyFile := first.Write(t, dir)
 	r := NewReloader(certFile, keyFile)
 	if err := r.Check(t.Context()); err != nil {
@@ -49,7 +49,7 @@ func TestReloaderPicksUpARenewedCertificate(t *testing.T) {
 	if got, want := serialOf(t, r), first.Serial.String(); got != want {
 		t.Fatalf("serial = %s; want %s", got, want)
 	}
-	second := testcert.New(t)
+	second := tlstest.NewServing(t, "aicr-operator-admission")
 	second.Write(t, dir)
 	touch(t, certFile, time.Second)
 	touch(t, keyFile, time.Second)
@@ -62,10 +62,10 @@ func TestReloaderPicksUpARenewedCertificate(t *testing.T) {
 // leaves the old certificate in service until the pair matches again.
 func TestReloaderKeepsTheLastGoodCertificate(t *testing.T) {
 	dir := t.TempDir()
-	first := testcert.New(t)
+	first := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, _ := first.Write(t, dir)
 	r := NewReloader(certFile, filepath.Join(dir, "tls.key"))
-	second := testcert.New(t)
+	second := tlstest.NewServing(t, "aicr-operator-admission")
 	if err := os.WriteFile(certFile, second.CertPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestReloaderNotReadyWithoutFiles(t *testing.T) {
 	if _, err := r.GetCertificate(nil); !errors.Is(err, ErrNotLoaded) {
 		t.Fatalf("GetCertificate without files = %v; want ErrNotLoaded", err)
 	}
-	testcert.New(t).Write(t, dir)
+	tlstest.NewServing(t, "aicr-operator-admission").Write(t, dir)
 	if err := r.Check(t.Context()); err != nil {
 		t.Errorf("Check once the files exist: %v", err)
 	}
@@ -101,9 +101,9 @@ func TestReloaderNotReadyWithoutFiles(t *testing.T) {
 
 // TestReloaderReportsExpiry proves an expired certificate makes the webhook unready.
 func TestReloaderReportsExpiry(t *testing.T) {
-	certFile, keyFile := testcert.New(t).Write(t, t.TempDir())
+	certFile, keyFile := tlstest.NewServing(t, "aicr-operator-admission").Write(t, t.TempDir())
 	r := NewReloader(certFile, keyFile)
-	r.now = func() time.Time { return time.Now().Add(48 * time.Hour) }
+	r.now = func() time.Time { return time.Now().Add(tlstest.Validity + 24*time.Hour) }
 	if err := r.Check(t.Context()); err == nil {
 		t.Error("Check with an expired certificate = nil; want an error")
 	}

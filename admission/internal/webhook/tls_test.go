@@ -15,7 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/aicr-run/aicr-operator/admission/internal/certs"
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 // handshakeTimeout bounds one TLS handshake with the local server.
@@ -23,9 +23,9 @@ const handshakeTimeout = 10 * time.Second
 
 // serveTLS runs the webhook server as the binary does (certs.ServerConfig) and returns its
 // address and the test CA's pool.
-func serveTLS(t *testing.T) (string, *testcert.Pair) {
+func serveTLS(t *testing.T) (string, *tlstest.Serving) {
 	t.Helper()
-	pair := testcert.New(t)
+	pair := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	h, _, _ := newHandler(t)
 	srv, err := Listen("127.0.0.1:0", certs.ServerConfig(certs.NewReloader(certFile, keyFile)), h)

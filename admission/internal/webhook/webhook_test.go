@@ -23,8 +23,8 @@ import (
 
 	"github.com/aicr-run/aicr-operator/admission/internal/certs"
 	"github.com/aicr-run/aicr-operator/admission/internal/rules"
-	"github.com/aicr-run/aicr-operator/admission/internal/testcert"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 const applier = "system:serviceaccount:aicr-system:aicr-operator-applier"
@@ -316,7 +316,7 @@ func FuzzAdmissionReview(f *testing.F) {
 // TestServerSpeaksOnlyTLS12OrNewer proves the server answers reviews over TLS, refuses plain
 // HTTP and refuses TLS 1.1.
 func TestServerSpeaksOnlyTLS12OrNewer(t *testing.T) {
-	pair := testcert.New(t)
+	pair := tlstest.NewServing(t, "aicr-operator-admission")
 	certFile, keyFile := pair.Write(t, t.TempDir())
 	h, _, _ := newHandler(t)
 	srv, err := Listen("127.0.0.1:0", certs.ServerConfig(certs.NewReloader(certFile, keyFile)), h)
