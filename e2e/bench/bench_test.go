@@ -1015,7 +1015,7 @@ func measureWrites(ctx context.Context, rolloutName string, started time.Time, p
 		p := plans[(i/writeReleases)%len(plans)]
 		release := fmt.Sprintf("w-%03d", i%writeReleases)
 		step := bus.StepRef{Rollout: rolloutName, Index: int32(i + 1), ID: v1alpha1.StepID(rolloutName, int32(i+1)), Started: started}
-		cmd := bus.NewApplyCommand("bench", "bench-uid", step, release, v1alpha1.ActionUpgrade, p.Digest(), false)
+		cmd := bus.NewApplyCommand("bench", "bench-uid", step, release, v1alpha1.ActionUpgrade, p.Digest(), false, nil)
 		cmd.ID = step.ID + "/1"
 		if err := pub.Publish(ctx, bus.ApplySubject("bench", release), cmd.ID, cmd); err != nil {
 			return writes{}, err

@@ -241,7 +241,7 @@ components:
 
 	t.Run("the applier consumes a command and publishes its result", func(t *testing.T) {
 		cmd := bus.NewApplyCommand("cluster", "uid-security", bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}, "nfd",
-			v1alpha1.ActionInstall, p.Digest(), false)
+			v1alpha1.ActionInstall, p.Digest(), false, nil)
 		if err := bus.NewPublisher(planner.js, "planner").Publish(ctx, bus.ApplySubject("cluster", "nfd"), "r1/1/1", cmd); err != nil {
 			t.Fatalf("the planner's identity publishes a command: %v", err)
 		}

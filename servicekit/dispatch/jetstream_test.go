@@ -99,7 +99,7 @@ func runDispatcher(t *testing.T, d *Dispatcher) {
 
 func applyCommand(release string) *bus.ApplyCommand {
 	return bus.NewApplyCommand("cluster", "uid-1", bus.StepRef{Rollout: "cluster-1", Index: 1, ID: "cluster-1/1"}, release,
-		v1alpha1.ActionInstall, planDigest, false)
+		v1alpha1.ActionInstall, planDigest, false, nil)
 }
 
 // settled waits until the consumer has nothing pending or unacknowledged and the work queue

@@ -93,14 +93,35 @@ type ApplyCommand struct {
 	PlanDigest string `json:"plan_digest"`
 	// SuspendEngine writes automated sync off.
 	SuspendEngine bool `json:"suspend_engine,omitempty"`
+	// Basis is the Application a repair was decided from (set by the planner's drift check);
+	// nil on a rollout step's command, which Step.Seq orders.
+	Basis *Basis `json:"basis,omitempty"`
+}
+
+// Basis is the Application a repair was decided from, as the planner's drift check read it:
+// the repair's ordering token. The applier carries a repair out only on that Application as
+// that write left it; one deleted, replaced, or written by another step or repair since is newer
+// state than the decision, and the repair is Outdated: nothing is written, and the drift check
+// decides again from what is there. Edits by anyone else do not change the basis: the repair
+// forces them back too.
+type Basis struct {
+	// UID is the Application's UID; empty when the check found none (it was deleted).
+	UID string `json:"uid,omitempty"`
+	// ResourceVersion is the Application's resourceVersion the check read (for people: it
+	// names the decision's state in an Outdated result).
+	ResourceVersion string `json:"resource_version,omitempty"`
+	// Step is the step token (v1alpha1.AnnotatedStepToken) of the write the Application
+	// carried: its step and step-rollout-uid annotations.
+	Step string `json:"step,omitempty"`
 }
 
 // NewApplyCommand returns the command that writes release's Application for step, from the
 // plan planDigest, as the runtime of the given name and UID owns it; suspendEngine writes
-// automated sync off. The Publisher stamps the header.
-func NewApplyCommand(runtime, runtimeUID string, step StepRef, release string, action v1alpha1.StepAction, planDigest string, suspendEngine bool) *ApplyCommand {
+// automated sync off; basis, for a repair, is the Application it was decided from (nil for a
+// rollout step's command). The Publisher stamps the header.
+func NewApplyCommand(runtime, runtimeUID string, step StepRef, release string, action v1alpha1.StepAction, planDigest string, suspendEngine bool, basis *Basis) *ApplyCommand {
 	return &ApplyCommand{Runtime: runtime, RuntimeUID: runtimeUID, Step: step, Release: release, Action: action,
-		PlanDigest: planDigest, SuspendEngine: suspendEngine}
+		PlanDigest: planDigest, SuspendEngine: suspendEngine, Basis: basis}
 }
 
 // MessageType implements Envelope.
@@ -190,7 +211,8 @@ const (
 	OutcomeFailed = "Failed"
 	// OutcomeOutdated: a step of a later rollout has written the Application since this
 	// command's step started (a command redelivered after the applier stopped before
-	// acknowledging it); nothing was written or deleted. Message names both steps.
+	// acknowledging it), or, for a repair, the Application is not the one it was decided from
+	// any more (Basis); nothing was written or deleted. Message names both.
 	OutcomeOutdated = "Outdated"
 )
 

@@ -110,7 +110,7 @@ func TestBinaryStartsAnswersAndStopsCleanly(t *testing.T) {
 		t.Fatalf("the planner's stream setup: %v", err)
 	}
 	cmd := bus.NewApplyCommand("cluster", "uid-1", bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}, "gpu-operator",
-		v1alpha1.ActionInstall, "sha256:"+strings.Repeat("a", 64), false)
+		v1alpha1.ActionInstall, "sha256:"+strings.Repeat("a", 64), false, nil)
 	if err := bus.NewPublisher(js, "test").Publish(t.Context(), bus.ApplySubject("cluster", "gpu-operator"), "r1/1/1", cmd); err != nil {
 		t.Fatalf("publish command: %v", err)
 	}

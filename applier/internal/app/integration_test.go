@@ -96,7 +96,7 @@ components:
 	}
 	pub := bus.NewPublisher(js, "test")
 	step := bus.StepRef{Rollout: "r1", Index: 1, ID: "r1/1", Started: time.Now()}
-	apply := bus.NewApplyCommand("cluster", "uid-it", step, "nfd", v1alpha1.ActionInstall, p.Digest(), false)
+	apply := bus.NewApplyCommand("cluster", "uid-it", step, "nfd", v1alpha1.ActionInstall, p.Digest(), false, nil)
 	if err := pub.Publish(ctx, bus.ApplySubject("cluster", "nfd"), "r1/1/1", apply); err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ var testStarted = time.Date(2026, 5, 14, 9, 30, 0, 0, time.UTC)
 func applyCmd(p *plan.Plan, release string, index int32, opts ...func(*bus.ApplyCommand)) *bus.ApplyCommand {
 	step := bus.StepRef{Rollout: testRollout, Index: index, ID: fmt.Sprintf("%s/%d", testRollout, index),
 		Started: testStarted.Add(time.Duration(index) * time.Minute), RolloutUID: testRolloutUID, Seq: testSeq}
-	cmd := bus.NewApplyCommand(testRuntime, testRuntimeUID, step, release, v1alpha1.ActionInstall, p.Digest(), false)
+	cmd := bus.NewApplyCommand(testRuntime, testRuntimeUID, step, release, v1alpha1.ActionInstall, p.Digest(), false, nil)
 	cmd.Header = bus.Header{Type: bus.TypeApplyCommand, ID: fmt.Sprintf("%s/1", step.ID)}
 	for _, o := range opts {
 		o(cmd)

@@ -834,6 +834,47 @@ func TestIntegrationClocksApartDoNotReorderCommands(t *testing.T) {
 	}
 }
 
+// A repair carries the Application it was decided from as its ordering token: delivered after
+// a rollout's step wrote the release again (a late or redelivered message), it is Outdated and
+// the step's write stands; decided from the Application as it is now, edits included, it is
+// carried out.
+func TestIntegrationARepairDecidedFromAnEarlierApplicationIsOutdated(t *testing.T) {
+	w := newWorld(t, "hello", "upgraded")
+	ctx := context.Background()
+	const rel = "gpu-operator"
+	if res := w.apply(t, applyCmd(w.plans["hello"], rel, 1)); res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("step 1: %s (%s)", res.Outcome, res.Message)
+	}
+	edit := []byte(`{"spec":{"source":{"helm":{"valuesObject":{"message":"hand"}}}}}`)
+	if _, err := w.apps.Patch(ctx, rel, types.MergePatchType, edit, metav1.PatchOptions{FieldManager: "e2e-person"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := w.get(t, rel) // what the drift check read: step 1's write, edited
+	stale := repairCmd(w.plans["hello"], rel, seen.ResourceVersion, basisOf(seen))
+	if res := w.apply(t, applyCmd(w.plans["upgraded"], rel, 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionUpgrade })); res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("step 2: %s (%s)", res.Outcome, res.Message)
+	}
+	written := w.get(t, rel)
+	if res := w.apply(t, stale); res.Outcome != bus.OutcomeOutdated || !strings.Contains(res.Message, testRollout+"/2") {
+		t.Errorf("the repair decided before step 2: %s (%s), want Outdated naming step 2", res.Outcome, res.Message)
+	}
+	if got := w.get(t, rel); got.ResourceVersion != written.ResourceVersion {
+		t.Errorf("the repair wrote over step 2: step %s, plan %s", got.Annotations[v1alpha1.AnnotationStep], got.Annotations[v1alpha1.AnnotationPlanDigest])
+	}
+
+	if _, err := w.apps.Patch(ctx, rel, types.MergePatchType, edit, metav1.PatchOptions{FieldManager: "e2e-person"}); err != nil {
+		t.Fatal(err)
+	}
+	seen = w.get(t, rel)
+	fresh := repairCmd(w.plans["upgraded"], rel, seen.ResourceVersion, basisOf(seen))
+	if res := w.apply(t, fresh); res.Outcome != bus.OutcomeWritten {
+		t.Fatalf("the repair decided from the live Application: %s (%s), want Written", res.Outcome, res.Message)
+	}
+	if got := w.get(t, rel); got.Annotations[v1alpha1.AnnotationStep] != fresh.Step.ID || !strings.Contains(string(got.Spec.Source.Helm.ValuesObject.Raw), `"message":"upgraded"`) {
+		t.Errorf("after the repair: step %s, values %s; want the repair's write of plan upgraded", got.Annotations[v1alpha1.AnnotationStep], got.Spec.Source.Helm.ValuesObject.Raw)
+	}
+}
+
 func (w *world) rollouts(t *testing.T) dynamic.ResourceInterface {
 	t.Helper()
 	return dynamic.NewForConfigOrDie(testenv.Current(t).Config).Resource(v1alpha1.RuntimeRolloutResource)

@@ -1,11 +1,13 @@
 package appwriter
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 )
 
@@ -92,4 +94,37 @@ func (w *Writer) rolloutEnded(ctx context.Context, step bus.StepRef, prevID stri
 	}
 	return fmt.Sprintf("rollout %s has ended (%s) and step %s, which carries no ordering token to compare with this command's step %s, wrote the Application; a command carried out after its rollout ended is not carried out",
 		step.Rollout, phase, prevID, step.ID), nil
+}
+
+// changedSince says why a repair is outdated, or "": the Application it was decided from
+// (basis, see bus.Basis) was deleted, replaced, or written by another step or repair since. A
+// repair redelivered after its own write (the live step token is its token) is not outdated,
+// and a command without a basis (a rollout step's, ordered by outdatedBy, or an older
+// planner's) never is here. live is nil when there is no Application.
+func changedSince(live *argoapp.Application, basis *bus.Basis, token string) string {
+	if basis == nil {
+		return ""
+	}
+	var cur string
+	if live != nil {
+		cur = v1alpha1.AnnotatedStepToken(live.Annotations)
+		if cur == token {
+			return ""
+		}
+	}
+	decided := "no Application"
+	if basis.UID != "" {
+		decided = fmt.Sprintf("Application UID %s at resourceVersion %s, written by %s", basis.UID, basis.ResourceVersion, cmp.Or(basis.Step, "no step"))
+	}
+	switch {
+	case live == nil && basis.UID == "":
+		return ""
+	case live == nil:
+		return "the repair was decided from " + decided + ", which has been deleted since; the drift check decides again"
+	case string(live.UID) != basis.UID:
+		return fmt.Sprintf("the repair was decided from %s; the Application is now UID %s, written by %s; the drift check decides again", decided, live.UID, cmp.Or(cur, "no step"))
+	case cur != basis.Step:
+		return fmt.Sprintf("the repair was decided from %s; %s has written the Application since; the drift check decides again", decided, cmp.Or(cur, "someone removing its step"))
+	}
+	return ""
 }

@@ -242,8 +242,17 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			return nil, err
 		}
 	}
+	if live == nil {
+		if why := changedSince(nil, cmd.Basis, token); why != "" {
+			logging.From(ctx).Info().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("repair decided from an earlier Application not carried out")
+			return applyResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
+		}
+	}
 	if live != nil {
 		outdated, ask := outdatedBy(live.Annotations, cmd.Step)
+		if outdated == "" {
+			outdated = changedSince(live, cmd.Basis, token)
+		}
 		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
 			hasResourcesFinalizer(live) || outdated != ""
 		if refused && fromCache {

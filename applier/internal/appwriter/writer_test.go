@@ -1193,3 +1193,88 @@ func TestApplyFollowUpWritesAreHeldToTheUID(t *testing.T) {
 		})
 	}
 }
+
+// repairCmd is a repair of release decided from basis, as the planner's drift check sends it:
+// no rollout, no sequence, the Application it read as the ordering token.
+func repairCmd(p *plan.Plan, release, tag string, basis *bus.Basis) *bus.ApplyCommand {
+	return applyCmd(p, release, 0, func(c *bus.ApplyCommand) {
+		c.Step = bus.StepRef{ID: "repair/abc/" + tag, Started: testStarted}
+		c.Header.ID = c.Step.ID + "/" + release
+		c.Action, c.Basis = v1alpha1.ActionApply, basis
+	})
+}
+
+// basisOf is the basis a drift check that read app gives its repair.
+func basisOf(app *argoapp.Application) *bus.Basis {
+	if app == nil {
+		return &bus.Basis{}
+	}
+	return &bus.Basis{UID: string(app.UID), ResourceVersion: app.ResourceVersion, Step: v1alpha1.AnnotatedStepToken(app.Annotations)}
+}
+
+// A repair is carried out only on the Application it was decided from: written by another step
+// since, replaced, deleted, or created since the check found none, it is Outdated and nothing is
+// written. Edits by anyone else since are no newer decision, and are forced back with the rest;
+// the repair redelivered after its own write is carried out again (idempotent).
+func TestARepairDecidedFromAnEarlierApplicationIsOutdated(t *testing.T) {
+	const rel = "gpu-operator"
+	outdated := func(t *testing.T, h *harness, cmd *bus.ApplyCommand, want string) {
+		t.Helper()
+		h.apps.writes()
+		res := h.apply(t, cmd)
+		if res.Outcome != bus.OutcomeOutdated || !strings.Contains(res.Message, want) {
+			t.Errorf("repair %s: %s (%s), want Outdated naming %q", cmd.ID, res.Outcome, res.Message, want)
+		}
+		if w := h.apps.writes(); len(w) != 0 {
+			t.Errorf("writes %v, want none", verbs(w))
+		}
+	}
+	t.Run("written by a step since", func(t *testing.T) {
+		h := newHarness(t)
+		seen := h.ownedApp(t, rel, 1)
+		h.ownedApp(t, rel, 2) // the next step wrote it after the check read it
+		outdated(t, h, repairCmd(h.plan, rel, seen.ResourceVersion, basisOf(seen)), testRollout+"/2")
+	})
+	t.Run("replaced", func(t *testing.T) {
+		h := newHarness(t)
+		seen := h.ownedApp(t, rel, 1)
+		h.apps.remove(rel)
+		h.ownedApp(t, rel, 1)
+		outdated(t, h, repairCmd(h.plan, rel, seen.ResourceVersion, basisOf(seen)), "is now UID")
+	})
+	t.Run("deleted", func(t *testing.T) {
+		h := newHarness(t)
+		seen := h.ownedApp(t, rel, 1)
+		h.apps.remove(rel)
+		outdated(t, h, repairCmd(h.plan, rel, seen.ResourceVersion, basisOf(seen)), "deleted since")
+		if h.apps.live(rel) != nil {
+			t.Error("the repair of a deleted Application's edit created it again")
+		}
+	})
+	t.Run("created since the check found none", func(t *testing.T) {
+		h := newHarness(t)
+		h.ownedApp(t, rel, 1)
+		outdated(t, h, repairCmd(h.plan, rel, "gone-x", basisOf(nil)), "decided from no Application")
+	})
+	t.Run("the one it was decided from", func(t *testing.T) {
+		h := newHarness(t)
+		if res := h.apply(t, repairCmd(h.plan, rel, "gone-x", basisOf(nil))); res.Outcome != bus.OutcomeWritten {
+			t.Fatalf("repair of a deleted Application: %s (%s), want Written", res.Outcome, res.Message)
+		}
+		h.ownedApp(t, rel, 1)
+		seen := h.apps.live(rel)
+		h.apps.update(rel, func(a *argoapp.Application) {
+			a.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"message":"hand"}`)}
+		})
+		cmd := repairCmd(h.plan, rel, seen.ResourceVersion, basisOf(seen))
+		for range 2 { // and redelivered after its write
+			if res := h.apply(t, cmd); res.Outcome != bus.OutcomeWritten && res.Outcome != bus.OutcomeRefreshed {
+				t.Fatalf("repair decided from the live Application: %s (%s)", res.Outcome, res.Message)
+			}
+		}
+		live := h.apps.live(rel)
+		if live.Annotations[v1alpha1.AnnotationStep] != cmd.Step.ID || strings.Contains(string(live.Spec.Source.Helm.ValuesObject.Raw), "hand") {
+			t.Errorf("step %s, values %s: want the repair's write, the edit forced back", live.Annotations[v1alpha1.AnnotationStep], live.Spec.Source.Helm.ValuesObject.Raw)
+		}
+	})
+}

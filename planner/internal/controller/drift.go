@@ -229,7 +229,7 @@ func (c *Controller) reconcileDrift(ctx context.Context, k driftKey) error {
 		sort.Strings(releases)
 	}
 	for _, name := range releases {
-		d, digest, tag, ok, err := c.observeRelease(ctx, rt, h, inflight, name)
+		d, digest, seen, ok, err := c.observeRelease(ctx, rt, h, inflight, name)
 		if err != nil {
 			return err
 		}
@@ -239,7 +239,7 @@ func (c *Controller) reconcileDrift(ctx context.Context, k driftKey) error {
 		if inflight != nil && len(d.Kinds) == 0 && !rollout.HoldsDrift(inflight, name) {
 			continue // nothing to clear: the rollout is not written for it
 		}
-		if inflight, err = c.decideDrift(ctx, rt, rollouts, inflight, d, digest, tag); err != nil {
+		if inflight, err = c.decideDrift(ctx, rt, rollouts, inflight, d, digest, seen); err != nil {
 			return err
 		}
 	}
@@ -280,19 +280,19 @@ func inFlightOf(rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout)
 }
 
 // observeRelease compares a release's live Application with what it must be and returns the
-// drift as readiness would report it, the plan to repair from, and the tag that names this
-// observation (the Application's resourceVersion, or the deleted one's UID). ok is false when
-// nothing is to be judged now.
-func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRuntime, h rollout.Holding, inflight *v1alpha1.RuntimeRollout, name string) (d *bus.DriftReport, digest, tag string, ok bool, err error) {
+// drift as readiness would report it, the plan to repair from, and what was seen (the tag that
+// names this observation and the basis a repair carries). ok is false when nothing is to be
+// judged now.
+func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRuntime, h rollout.Holding, inflight *v1alpha1.RuntimeRollout, name string) (d *bus.DriftReport, digest string, seen observation, ok bool, err error) {
 	obj, exists, err := c.drift.informer.GetStore().GetByKey(c.cfg.EngineNamespace + "/" + name)
 	if err != nil {
-		return nil, "", "", false, fmt.Errorf("get application %s from cache: %w", name, err)
+		return nil, "", observation{}, false, fmt.Errorf("get application %s from cache: %w", name, err)
 	}
 	app, _ := obj.(*argoapp.Application)
 	live := rollout.Live{Exists: exists && app != nil}
 	if live.Exists {
 		if app.DeletionTimestamp != nil {
-			return nil, "", "", false, nil // on its way out; once gone, written again if the stack holds it
+			return nil, "", observation{}, false, nil // on its way out; once gone, written again if the stack holds it
 		}
 		live.Step, live.StepRolloutUID = app.Annotations[v1alpha1.AnnotationStep], app.Annotations[v1alpha1.AnnotationStepRolloutUID]
 		live.PlanDigest = app.Annotations[v1alpha1.AnnotationPlanDigest]
@@ -300,7 +300,7 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 	}
 	digest, judge := rollout.ExpectedPlan(h, inflight, name, live)
 	if !judge {
-		return nil, "", "", false, nil
+		return nil, "", observation{}, false, nil
 	}
 	d = &bus.DriftReport{Runtime: rt.Name, Release: name, PlanDigest: digest}
 	if !live.Exists {
@@ -311,15 +311,15 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 			uid = c.drift.epoch
 		}
 		d.Kinds = []string{bus.DriftDeleted}
-		return d, digest, "gone-" + uid, true, nil
+		return d, digest, observation{tag: "gone-" + uid, basis: &bus.Basis{}}, true, nil
 	}
 	p, err := c.loadPlan(ctx, digest)
 	if err != nil {
-		return nil, "", "", false, fmt.Errorf("read plan %s release %s must be at: %w", digest, name, err)
+		return nil, "", observation{}, false, fmt.Errorf("read plan %s release %s must be at: %w", digest, name, err)
 	}
 	r, found := p.Release(name)
 	if !found {
-		return nil, "", "", false, nil
+		return nil, "", observation{}, false, nil
 	}
 	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
 	want, err := appspec.Build(c.cfg.Settings, appspec.Input{
@@ -327,7 +327,15 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 		StepID: live.Step, StepStarted: started, StepRolloutUID: live.StepRolloutUID,
 	})
 	if err != nil {
-		return nil, "", "", false, fmt.Errorf("render release %s of plan %s: %w", name, digest, err)
+		return nil, "", observation{}, false, fmt.Errorf("render release %s of plan %s: %w", name, digest, err)
+	}
+	if olderEnginePolicy(rt) && len(app.Spec.IgnoreDifferences) == 0 {
+		// Written under the engine policy before argocd.v2 (comparison exceptions in argocd-cm,
+		// none on the Application): the EnginePolicyChanged rollout writes every release again
+		// with them. Adding them is that rollout's write, not a repair: one each, with its
+		// FieldOwnershipOverridden Event, ahead of a rollout that writes them anyway, would
+		// make the move's step writes unchanged. Any other difference is still drift.
+		want.Spec.IgnoreDifferences = nil
 	}
 	// A delete-rollout marker is no Remove step's here (ExpectedPlan judges none of those).
 	diff := appspec.Detect(app, want)
@@ -336,7 +344,18 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 	if d.Kinds == nil {
 		d.Kinds = []string{}
 	}
-	return d, digest, app.ResourceVersion, true, nil
+	return d, digest, observation{tag: app.ResourceVersion, basis: &bus.Basis{
+		UID: string(app.UID), ResourceVersion: app.ResourceVersion, Step: v1alpha1.AnnotatedStepToken(app.Annotations),
+	}}, true, nil
+}
+
+// observation is what a drift check saw of a release's Application.
+type observation struct {
+	// tag names it in a repair's message ID: the Application's resourceVersion, or
+	// "gone-<UID>" of the deleted one (bound to the process's start when it saw no deletion).
+	tag string
+	// basis is the repair's ordering token (bus.Basis); nil from a drift report.
+	basis *bus.Basis
 }
 
 // stepEnds lists the releases whose step ended (succeeded or failed) between two versions of a
@@ -353,4 +372,13 @@ func stepEnds(old, cur *v1alpha1.RuntimeRollout) (releases []string, ended bool)
 		}
 	}
 	return releases, ended
+}
+
+// olderEnginePolicy reports whether the runtime's Applications are recorded as written under an
+// engine policy before argocd.v2 (status.enginePolicy empty or older, with an active plan): an
+// EnginePolicyChanged rollout is due or in flight (rollout.ChooseTarget), and the status says
+// argocd.v2 once it succeeds. Until then, an Application without comparison exceptions is as
+// that policy wrote it.
+func olderEnginePolicy(rt *v1alpha1.ClusterRuntime) bool {
+	return rt.Status.ActivePlan != "" && rt.Status.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2
 }

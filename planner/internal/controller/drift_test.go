@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,15 +55,29 @@ type driftHarness struct {
 
 // recordingPublisher keeps every command published.
 type recordingPublisher struct {
-	mu  sync.Mutex
-	ids []string
+	mu   sync.Mutex
+	ids  []string
+	sent []bus.Envelope
 }
 
-func (p *recordingPublisher) Publish(_ context.Context, _ string, id string, _ bus.Envelope) error {
+func (p *recordingPublisher) Publish(_ context.Context, _ string, id string, m bus.Envelope) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ids = append(p.ids, id)
+	p.sent = append(p.sent, m)
 	return nil
+}
+
+// basis returns the basis of the i-th command published (nil when it has none).
+func (p *recordingPublisher) basis(t *testing.T, i int) *bus.Basis {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd, ok := p.sent[i].(*bus.ApplyCommand)
+	if !ok {
+		t.Fatalf("command %d is a %T, want an ApplyCommand", i, p.sent[i])
+	}
+	return cmd.Basis
 }
 
 func (p *recordingPublisher) published() []string {
@@ -78,7 +93,7 @@ func newDriftHarness(t *testing.T) *driftHarness {
 		t.Fatal(err)
 	}
 	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.RuntimeName, UID: "rt-uid"}}
-	rt.Status.ActivePlan = p.Digest()
+	rt.Status.ActivePlan, rt.Status.EnginePolicy = p.Digest(), v1alpha1.EnginePolicyArgoCDV2
 	h := &driftHarness{pub: &recordingPublisher{}, rec: record.NewFakeRecorder(100), apps: &fakeApps{w: watch.NewFake()}, plan: p, rt: rt}
 	for _, r := range p.Releases {
 		h.apps.items = append(h.apps.items, *h.written(t, r.Name))
@@ -157,6 +172,11 @@ func TestDriftDecidedFromStateOnceWhateverTheReports(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0], "repair/") || !strings.HasSuffix(got[0], "/11/"+release) {
 		t.Fatalf("published %v, want one repair of %s tagged with resourceVersion 11", got, release)
 	}
+	// Its ordering token is the Application it was decided from (the applier refuses it on any
+	// other).
+	if b, want := h.pub.basis(t, 0), (bus.Basis{UID: string(edited.UID), ResourceVersion: "11", Step: "r-1/1@r-uid"}); b == nil || *b != want {
+		t.Errorf("repair basis %+v, want %+v", b, want)
+	}
 
 	// A report that never came changes nothing either: the undo is seen in the state.
 	h.change(t, func() *argoapp.Application { a := h.written(t, release); a.ResourceVersion = "12"; return a }())
@@ -195,6 +215,9 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 	got := h.pub.published()
 	if len(got) != 1 || !strings.HasSuffix(got[0], "/gone-"+string(gone.UID)+"/"+gone.Name) {
 		t.Fatalf("published %v, want one rewrite of %s tagged with its UID", got, gone.Name)
+	}
+	if b := h.pub.basis(t, 0); b == nil || *b != (bus.Basis{}) {
+		t.Errorf("rewrite basis %+v, want the empty basis: decided from no Application", b)
 	}
 }
 
@@ -284,5 +307,48 @@ func TestARepairIsNotRepeatedWriteAfterWrite(t *testing.T) {
 	}
 	if got := check(); len(got) != 2 || got[1] != "repair/"+strings.TrimPrefix(h.plan.Digest(), "sha256:")[:12]+"/12/"+release {
 		t.Errorf("published %v after the applier refused, want a repair of version 12", got)
+	}
+}
+
+// Applications as an operator before the argocd.v2 engine policy wrote them (no comparison
+// exceptions) are the EnginePolicyChanged rollout's to write, not drift to repair one by one;
+// another edit of one is still forced back. Under argocd.v2, exceptions removed by hand are
+// drift.
+func TestAnOlderEnginePolicysApplicationsAreTheMovesToWrite(t *testing.T) {
+	h := newDriftHarness(t)
+	ctx := context.Background()
+	h.rt.Status.EnginePolicy = ""
+	for i, r := range h.plan.Releases {
+		old := h.written(t, r.Name)
+		old.ResourceVersion = strconv.Itoa(11 + i)
+		old.Spec.IgnoreDifferences = nil
+		h.change(t, old)
+	}
+	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pub.published(); len(got) != 0 {
+		t.Fatalf("published %v for Applications as the older policy wrote them, want nothing", got)
+	}
+
+	release := h.plan.Releases[0].Name
+	edited := h.written(t, release)
+	edited.ResourceVersion, edited.Spec.IgnoreDifferences = "20", nil
+	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"hand"},"replicas":2}`)}
+	h.change(t, edited)
+	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pub.published(); len(got) != 1 || !strings.HasSuffix(got[0], "/20/"+release) {
+		t.Fatalf("published %v, want one repair of the values edited at version 20", got)
+	}
+
+	h.rt.Status.EnginePolicy = v1alpha1.EnginePolicyArgoCDV2 // the move succeeded
+	other := h.plan.Releases[1].Name
+	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: other}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pub.published(); len(got) != 2 || !strings.HasSuffix(got[1], "/12/"+other) {
+		t.Fatalf("published %v under argocd.v2, want a repair of %s's removed exceptions", got, other)
 	}
 }

@@ -70,6 +70,10 @@ func (c *Controller) handleResult(ctx context.Context, m *dispatch.Message) erro
 			c.repairRefused(ctx, &res)
 		case res.Outcome == bus.OutcomeWritten && driftRepair(res.Step.ID):
 			c.repaired(ctx, &res)
+		case res.Outcome == bus.OutcomeOutdated:
+			// Decided from an Application that is not there any more: decide again from the
+			// one that is (its change queued a check too; this one costs a cache read).
+			c.checkRelease(res.Runtime, res.Release)
 		}
 		return nil
 	}
@@ -192,7 +196,7 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 	if err != nil {
 		return err
 	}
-	_, err = c.decideDrift(ctx, rt, rollouts, inflight, &d, h.Digests[d.Release], tag)
+	_, err = c.decideDrift(ctx, rt, rollouts, inflight, &d, h.Digests[d.Release], observation{tag: tag})
 	return err
 }
 
@@ -200,7 +204,7 @@ func (c *Controller) handleDrift(ctx context.Context, m *dispatch.Message) error
 // rollout in flight its fields are forced back from digest, the plan it must be at (none: not
 // part of the stack); during a rollout, rollout.ObserveDrift decides. It returns the rollout in
 // flight as it is now. The caller holds the runtime's lock.
-func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout, inflight *v1alpha1.RuntimeRollout, d *bus.DriftReport, digest, tag string) (*v1alpha1.RuntimeRollout, error) {
+func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntime, rollouts []v1alpha1.RuntimeRollout, inflight *v1alpha1.RuntimeRollout, d *bus.DriftReport, digest string, seen observation) (*v1alpha1.RuntimeRollout, error) {
 	ctx = logging.Into(ctx, logging.From(ctx).With().Str(logging.KeyRelease, d.Release).Logger())
 	if rt.Spec.SuspendEngine {
 		d.Kinds = slices.DeleteFunc(slices.Clone(d.Kinds), func(k string) bool { return k == bus.DriftAutoSyncDisabled })
@@ -209,7 +213,7 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		if len(d.Kinds) == 0 || digest == "" {
 			return nil, nil
 		}
-		return nil, c.repair(ctx, rt, d, digest, tag)
+		return nil, c.repair(ctx, rt, d, digest, seen)
 	}
 	var dec rollout.DriftDecision
 	now := c.cfg.Clock.Now()
@@ -230,13 +234,13 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			repairFrom = h.Digests[d.Release]
 		}
 		if repairFrom != "" {
-			if err := c.repair(ctx, rt, d, repairFrom, tag); err != nil {
+			if err := c.repair(ctx, rt, d, repairFrom, seen); err != nil {
 				return r, err
 			}
 		}
 	case rollout.DriftRepublish:
 		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) && !c.repeated(rt.Name, d, r.Spec.ToDigest) {
-			attempt := "drift-" + tag
+			attempt := "drift-" + seen.tag
 			msg := fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
 			// Recorded once the applier's write succeeded (overridden), not now: it may refuse.
 			c.expectOverride(rollout.CommandID(v1alpha1.StepID(r.Name, s.Index), attempt, r.UID), override{reason: v1alpha1.EventFieldOwnershipOverridden, msg: msg, rollout: r.Name})
@@ -253,12 +257,12 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 // says so (FieldOwnershipOverridden, or ApplicationRewritten for a deleted one) is recorded
 // when the applier reports the write done (overridden), not when the command goes out: the
 // applier may refuse it (a foreign Application, the resources finalizer).
-func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d *bus.DriftReport, digest, tag string) error {
+func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d *bus.DriftReport, digest string, seen observation) error {
 	if c.repeated(rt.Name, d, digest) {
 		logging.From(ctx).Debug().Strs("kinds", d.Kinds).Strs("fields", d.Fields).Msg("the same drift survived the last write; forced back again at the next resync")
 		return nil
 	}
-	stepID := repairID(digest, tag)
+	stepID := repairID(digest, seen.tag)
 	base := stepID + "/" + d.Release
 	id := base
 	c.mu.Lock()
@@ -271,9 +275,9 @@ func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d 
 		reason, msg = EventApplicationRewritten, fmt.Sprintf("Application %s was deleted outside a Remove step; it is written again (its resources were kept)", d.Release)
 	}
 	c.expectOverride(id, override{reason: reason, msg: msg, repair: base, key: rt.Name + "/" + d.Release})
-	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), id,
-		bus.NewApplyCommand(rt.Name, string(rt.UID), bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
-			d.Release, v1alpha1.ActionApply, digest, rt.Spec.SuspendEngine))
+	cmd := bus.NewApplyCommand(rt.Name, string(rt.UID), bus.StepRef{ID: stepID, Started: c.cfg.Clock.Now().UTC()},
+		d.Release, v1alpha1.ActionApply, digest, rt.Spec.SuspendEngine, seen.basis) // refused once the Application is not the one seen
+	fresh, err := c.publishNew(ctx, bus.ApplySubject(rt.Name, d.Release), id, cmd)
 	if err != nil {
 		return err
 	}

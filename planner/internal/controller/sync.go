@@ -804,7 +804,7 @@ func (c *Controller) publishStep(ctx context.Context, rt *v1alpha1.ClusterRuntim
 			bus.NewRemoveCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release))
 	}
 	return c.publishOnce(ctx, bus.ApplySubject(rt.Name, s.Release), id,
-		bus.NewApplyCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release, s.Action, r.Spec.ToDigest, rt.Spec.SuspendEngine))
+		bus.NewApplyCommand(rt.Name, r.Spec.RuntimeUID, ref, s.Release, s.Action, r.Spec.ToDigest, rt.Spec.SuspendEngine, nil))
 }
 
 // publishOnce publishes unless this process already did; it reports through the error only.
@@ -868,7 +868,7 @@ func (c *Controller) rewriteAll(ctx context.Context, v *view, active *plan.Plan,
 		digest := digests[rel]
 		stepID := repairID(digest, tag)
 		if err := c.publishOnce(ctx, bus.ApplySubject(v.rt.Name, rel), stepID+"/"+rel,
-			bus.NewApplyCommand(v.rt.Name, string(v.rt.UID), bus.StepRef{ID: stepID, Started: now}, rel, v1alpha1.ActionApply, digest, suspend)); err != nil {
+			bus.NewApplyCommand(v.rt.Name, string(v.rt.UID), bus.StepRef{ID: stepID, Started: now}, rel, v1alpha1.ActionApply, digest, suspend, nil)); err != nil {
 			return err
 		}
 	}
