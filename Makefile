@@ -83,11 +83,21 @@ demo-check: ## The demo without a terminal: exit 0 once Ready, non-zero with the
 	AICR_TOOLS_BIN=$$bin $(BIN_DIR)/aicr-demo --bin-dir $(BIN_DIR) --check $(demo_bundle)
 
 .PHONY: compose-demo
-compose-demo: ## With Docker: the docs/compose.md walk-through (images, kind, Argo CD, a registry, the charts, docker-compose) until Ready
-	go run ./e2e/cmd/aicr-compose-demo
+compose-demo: ## With Docker: the whole system as containers of images built here (docs/compose.md), the example bundle rolled out live; Ctrl-C removes it
+	@$(call build_cmd,./cli/cmd/kubectl-aicr)
+	go run ./e2e/cmd/aicr-compose-demo --bin-dir $(BIN_DIR)
+
+.PHONY: compose-demo-check
+compose-demo-check: ## compose-demo without a terminal: exit 0 once Ready, non-zero with the blocking reason; docker-compose down -v either way
+	@$(call build_cmd,./cli/cmd/kubectl-aicr)
+	go run ./e2e/cmd/aicr-compose-demo --bin-dir $(BIN_DIR) --check
+
+.PHONY: compose-e2e
+compose-e2e: ## With Docker: a rollout on the compose stack through real faults (a NATS node disconnected, the planner leader paused, an applier restarted; e2e/compose)
+	go test -count=1 -p 1 -timeout 40m -tags compose -v ./e2e/compose
 
 .PHONY: compose-demo-down
-compose-demo-down: ## Stop what make compose-demo started: docker-compose, the registry container, the kind cluster
+compose-demo-down: ## Remove what make compose-demo left running (docker-compose down -v)
 	go run ./e2e/cmd/aicr-compose-demo --down
 
 .PHONY: tools
@@ -132,7 +142,8 @@ lint: ## golangci-lint every module (with the test-tier tags), and the benchmark
 	$$gl run $(LINT_FLAGS) --build-tags integration,e2e $(call pkgs,$(MODULES)); \
 	$$gl run $(LINT_FLAGS) --build-tags bench ./e2e/bench/...; \
 	$$gl run $(LINT_FLAGS) --build-tags benchargocd ./e2e/benchargocd/...; \
-	$$gl run $(LINT_FLAGS) --build-tags chaos ./e2e/chaos/...
+	$$gl run $(LINT_FLAGS) --build-tags chaos ./e2e/chaos/...; \
+	$$gl run $(LINT_FLAGS) --build-tags compose ./e2e/compose/...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target (FUZZTIME=60s by default)
@@ -145,8 +156,7 @@ generate: ## Regenerate deep-copy code and CRD YAML from shared/api, deep-copy c
 	$$cg object:headerFile=/dev/null paths=./argoapp/... && \
 	$$cg crd:crdVersions=v1 paths=./api/... output:crd:artifacts:config=api/crds
 	cp shared/api/crds/*.yaml deploy/charts/aicr-operator/files/crds/
-	go run ./shared/bus/cmd/gen-permissions -json deploy/charts/aicr-operator/files/nats-permissions.json \
-	  -compose deploy/compose/nats.conf -doc docs/security.md
+	go run ./shared/bus/cmd/gen-permissions -json deploy/charts/aicr-operator/files/nats-permissions.json -doc docs/security.md
 
 .PHONY: verify
 verify: ## Fail when generated files are stale, modules untidy, walls crossed, paths or import names off

@@ -555,7 +555,12 @@ func (s *Stack) registerWebhook(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read webhook CA: %w", err)
 	}
-	url := fmt.Sprintf("https://127.0.0.1:%d/validate", s.webhookPort())
+	return s.RegisterWebhook(ctx, fmt.Sprintf("https://127.0.0.1:%d/validate", s.webhookPort()), ca)
+}
+
+// RegisterWebhook creates the chart's ValidatingWebhookConfiguration with the admission webhook
+// at url, its serving certificate signed by ca (PEM).
+func (s *Stack) RegisterWebhook(ctx context.Context, url string, ca []byte) error {
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
 	timeout := int32(5)
@@ -581,7 +586,7 @@ func (s *Stack) registerWebhook(ctx context.Context) error {
 				&metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelRole: v1alpha1.PlanRoleValue}}),
 		},
 	}
-	_, err = s.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
+	_, err := s.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register webhook: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 
 // The fake node kwok manages.
 const (
-	kwokNodeName       = "kwok-node-0"
+	kwokNodeName       = KwokNodeName
 	kwokNodeAnnotation = "kwok.x-k8s.io/node"
 	kwokNodeValue      = "fake"
 )
@@ -234,3 +234,6 @@ func kwokNode(name string) *corev1.Node {
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
 }
+
+// KwokNodeName is the name of the fake node kwok manages (Env.NodeName with Options.Kwok).
+const KwokNodeName = "kwok-node-0"

@@ -1,69 +1,145 @@
-// Command aicr-compose-demo is make compose-demo: the docs/compose.md walk-through, scripted, for a
-// machine with Docker. It takes the no-Docker demo's steps (make demo) with Docker's tools: it
-// builds the images, creates a kind cluster, installs Argo CD v3.4.2, runs an OCI registry
-// container on kind's network and pushes the example charts to it, creates the repo-creds Secret,
-// the repository Secrets and the bundle with the pushed digests, starts NATS and the five binaries
-// with docker-compose, applies the ClusterRuntime and waits for Ready. --dry-run prints the
-// commands and writes the generated files without running anything; --down removes it all.
+// Command aicr-compose-demo is make compose-demo: the operator's docker-compose stack
+// (deploy/compose, docs/compose.md) from images built on this machine (e2e/composestack), the
+// example GPU-stack bundle rolled out and shown as kubectl aicr status --watch shows it, until
+// Ready=True/RolledOut. With --check (make compose-demo-check) it then removes the stack
+// (docker-compose down -v) and exits 0, or 1 with the blocking reason; without it, it leaves the
+// stack running until Ctrl-C. --down removes a stack left running.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aicr-run/aicr-operator/e2e/composestack"
 	"github.com/aicr-run/aicr-operator/e2e/stack"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 func main() {
-	dry := flag.Bool("dry-run", false, "print the commands and write the generated files; run nothing")
-	down := flag.Bool("down", false, "stop docker-compose, remove the registry container and delete the kind cluster")
-	cluster := flag.String("cluster", "aicr", "the kind cluster's name")
-	port := flag.Int("registry-port", 5001, "host port of the registry container (127.0.0.1)")
-	timeout := flag.Duration("timeout", 15*time.Minute, "how long the rollout may take")
+	binDir := flag.String("bin-dir", "bin", "folder holding kubectl-aicr (make build)")
+	project := flag.String("project", "aicr-compose", "docker-compose's project name")
+	check := flag.Bool("check", false, "once Ready (exit 0) or not (exit 1), remove the stack")
+	down := flag.Bool("down", false, "remove a stack left running (docker-compose down -v) and exit")
+	timeout := flag.Duration("timeout", 10*time.Minute, "how long the rollout may take")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *dry, *down, *cluster, *port, *timeout); err != nil {
-		fmt.Fprintf(os.Stderr, "compose-demo: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(run(*binDir, *project, *check, *down, *timeout))
 }
 
-func run(ctx context.Context, dry, down bool, cluster string, port int, timeout time.Duration) error {
-	charts, err := stack.ChartsDir()
-	if err != nil {
-		return err
-	}
-	root := filepath.Dir(filepath.Dir(charts))
-	work := filepath.Join(root, "deploy", "compose", ".demo")
-	pw, err := registryPassword(work)
-	if err != nil {
-		return err
-	}
-	d := &demo{cfg: Config{Cluster: cluster, RegistryName: "aicr-registry", RegistryPort: port, RegistryUser: "aicr", RegistryPassword: pw},
-		root: root, work: work, timeout: timeout, r: execRunner{root: root}, out: os.Stdout}
-	if dry {
-		d.r = dryRunner{w: os.Stdout}
-	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	if down {
-		return d.down(ctx)
-	}
+func run(binDir, project string, check, down bool, timeout time.Duration) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
-	if err := d.Run(ctx); err != nil {
-		return err
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "compose-demo: %v\n", err)
+		return 1
 	}
-	if !dry {
-		fmt.Printf("compose-demo: Ready in %s; kubectl --kubeconfig %s get applications -n argocd; %s --down removes it all\n",
-			time.Since(start).Round(time.Second), d.hostKubeconfig(), "make compose-demo-down")
+	abs, err := filepath.Abs(binDir)
+	if err != nil {
+		return fail(err)
 	}
-	return nil
+	root, err := composestack.Root(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	tools, err := composestack.BuildImages(ctx, root, os.Stdout)
+	if err != nil {
+		return fail(err)
+	}
+	o := composestack.Options{Project: project, Root: root, BinDir: abs, Tools: tools, Log: os.Stdout}
+	if down {
+		if err := composestack.DownProject(ctx, o); err != nil {
+			return fail(err)
+		}
+		fmt.Println("compose-demo: removed")
+		return 0
+	}
+	s, err := composestack.Up(ctx, o)
+	if err != nil {
+		if derr := composestack.DownProject(context.WithoutCancel(ctx), o); derr != nil {
+			fmt.Fprintf(os.Stderr, "compose-demo: down: %v\n", derr)
+		}
+		return fail(err)
+	}
+	removeOnExit := check
+	defer func() {
+		if !removeOnExit {
+			return
+		}
+		t0 := time.Now()
+		if err := s.Down(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(os.Stderr, "compose-demo: down: %v\n", err)
+			return
+		}
+		fmt.Printf("compose-demo: docker-compose down -v in %s; no container, network or volume of %s left\n", time.Since(t0).Round(100*time.Millisecond), project)
+	}()
+	bundle, err := s.ExampleBundle("1.0.0")
+	if err == nil {
+		err = s.ApplyBundle(ctx, bundle)
+	}
+	spec := stack.DefaultRuntimeSpec()
+	spec.Placement = &v1alpha1.Placement{Accelerated: &v1alpha1.NodePlacement{NodeSelector: map[string]string{stack.GPUNodeLabel: "true"}}}
+	if err == nil {
+		err = s.ApplyRuntime(ctx, spec)
+	}
+	if err != nil {
+		removeOnExit = true
+		return fail(err)
+	}
+	fmt.Printf("compose-demo: ClusterRuntime applied with bundle gpu-stack 1.0.0 (%d components); rolling out\n", len(stack.ExampleComponents()))
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := watch(watchCtx, abs, s.Kubeconfig)
+	rt, err := s.WaitCondition(ctx, timeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
+	stopWatch()
+	<-watchDone
+	if err != nil {
+		removeOnExit = true
+		if errors.Is(err, context.Canceled) {
+			return 130
+		}
+		fmt.Fprintf(os.Stderr, "compose-demo: not ready: %v\n", err)
+		fmt.Fprintf(os.Stderr, "compose-demo: the containers' logs: docker-compose -p %s -f deploy/compose/docker-compose.yaml --profile %s logs\n", project, composestack.Profile)
+		return 1
+	}
+	fmt.Printf("\ncompose-demo: Ready=True/RolledOut in %s (plan %s, rollout %s)\n", time.Since(start).Round(time.Second), rt.Status.ActivePlan, rt.Status.Rollout)
+	if check {
+		return 0
+	}
+	fmt.Printf(`
+Look around (in another terminal):
+  export KUBECONFIG=%s
+  kubectl get applications -n argocd
+  %s/kubectl-aicr describe %s
+  docker-compose -p %s -f deploy/compose/docker-compose.yaml --profile %s ps
+
+Press Ctrl-C to remove the stack (docker-compose down -v); make compose-demo-down does it later.
+`, s.Kubeconfig, abs, rt.Status.Rollout, project, composestack.Profile)
+	<-ctx.Done()
+	removeOnExit = true
+	return 0
+}
+
+// watch runs kubectl-aicr status --watch against the stack until ctx ends.
+func watch(ctx context.Context, binDir, kubeconfig string) <-chan struct{} {
+	done := make(chan struct{})
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-aicr"), "status", "--watch", "--kubeconfig", kubeconfig, "--operator-namespace", stack.OperatorNamespace)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
+	go func() {
+		defer close(done)
+		if err := cmd.Run(); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "compose-demo: kubectl-aicr status --watch: %v\n", err)
+		}
+	}()
+	return done
 }
