@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -215,17 +216,9 @@ func TestEveryEditIsForcedBackWithNoDriftReport(t *testing.T) {
 // release, keyed by name.
 func runtimeEvents(t *testing.T, s *stack.Stack, reason, release string) map[string]string {
 	t.Helper()
-	list, err := s.Kube.CoreV1().Events(stack.OperatorNamespace).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, e := range list.Items {
-		if e.InvolvedObject.Kind == "ClusterRuntime" && e.Reason == reason && strings.Contains(e.Message, "Application "+release+" ") {
-			out[e.Name] = fmt.Sprintf("%s (count %d)", e.Message, e.Count)
-		}
-	}
-	return out
+	return plannerEvents(t, s, func(e *corev1.Event) bool {
+		return e.InvolvedObject.Kind == "ClusterRuntime" && e.Reason == reason && strings.Contains(e.Message, "Application "+release+" ")
+	})
 }
 
 // newEvent reports whether after holds an Event not in before, or one counted again.

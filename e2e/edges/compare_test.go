@@ -120,36 +120,25 @@ func TestAnApplicationWrittenAgainOverMatchingResourcesPassesOnTheComparison(t *
 }
 
 // The engine-policy move from argocd.v1 (comparison exceptions in argocd-cm, none on the
-// Applications) writes every release again with only ignoreDifferences added. The status from
-// before the write matches the source, sync result and health of the new spec; only comparedTo's
-// ignoreDifferences can tell. With Argo CD's controller held, no step passes; once it compares,
-// every step does, each after the comparison that shows the new exceptions.
+// Applications), as an upgrade: the older operator's planner is gone, its Applications stand
+// without ignoreDifferences, compared so by Argo CD, and the new planner starts with readiness
+// running. Its drift loop leaves them to the move: one EnginePolicyChanged rollout writes every
+// release again with only ignoreDifferences added, needs no approval, and no
+// FieldOwnershipOverridden is recorded. The status from before the write matches the source,
+// sync result and health of the new spec; only comparedTo's ignoreDifferences can tell. With
+// Argo CD's controller held, no step passes; once it compares, every step does, each after the
+// comparison that shows the new exceptions.
 func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
-	// Known bug, found by make test on 2026-12-07: the planner's level-triggered drift loop
-	// repairs the Applications this test rewrites as the previous engine policy wrote them
-	// (no ignoreDifferences) before the migration's rollout writes them, so the state the test
-	// waits for never comes. Skipped until the migration and the drift loop agree; see CHANGELOG.
-	t.Skip("known bug: the drift loop repairs the argocd.v1-style Applications before the engine-policy migration writes them (CHANGELOG, Known issues)")
 	s := stacktest.Need(t)
 	ctx := t.Context()
 	rt := rolledOut(t, s)
 	res := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+	var err error
+	overridden := reasonEvents(t, s, v1alpha1.EventFieldOwnershipOverridden)
+	before := rolloutUIDs(t, s)
 
-	// An older operator's Applications: readiness is stopped so the missing exceptions are not
-	// repaired as drift before the move.
-	if err := s.StopBinary("readiness", false); err != nil {
-		t.Fatal(err)
-	}
-	readinessDown := true
-	startReadiness := func() {
-		if readinessDown {
-			readinessDown = false
-			if err := s.StartBinary(context.Background(), "readiness"); err != nil {
-				t.Fatalf("start readiness again: %v", err)
-			}
-		}
-	}
-	t.Cleanup(startReadiness)
+	// The older operator's Applications, with no planner of the new one running yet.
+	startPlanner := stopPlanner(t, s)
 	for _, c := range components {
 		if _, err := res.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"spec":{"ignoreDifferences":null}}`), metav1.PatchOptions{FieldManager: person}); err != nil {
 			t.Fatalf("strip ignoreDifferences of %s: %v", c.Name, err)
@@ -162,7 +151,7 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	release := holdArgoCD(t, s)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -174,6 +163,7 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	if err != nil {
 		t.Fatalf("record engine policy argocd.v1: %v", err)
 	}
+	startPlanner() // the upgrade
 	var ro *v1alpha1.RuntimeRollout
 	err = testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the EnginePolicyChanged rollout", func(ctx context.Context) (bool, error) {
 		got, err := s.Runtime(ctx)
@@ -195,7 +185,6 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	waitApp(t, s, first.Release, stepTimeout, "written by "+id+" with only ignoreDifferences changed", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Annotations[v1alpha1.AnnotationStepWrite] == v1alpha1.StepWriteChanged && len(a.Spec.IgnoreDifferences) > 0
 	})
-	startReadiness()
 	// Readiness judged the written spec against the stale status and did not pass it.
 	waitStep(t, s, ro.Name, first.Release, promptTimeout, "judged, not ready until Argo CD compares the new exceptions", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
 		if st.State != v1alpha1.StepInProgress {
@@ -213,6 +202,21 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	got := rolledOut(t, s)
 	if got.Status.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2 {
 		t.Errorf("engine policy %q after the move, want %s", got.Status.EnginePolicy, v1alpha1.EnginePolicyArgoCDV2)
+	}
+	var made []string
+	for uid, name := range rolloutUIDs(t, s) {
+		if _, ok := before[uid]; !ok {
+			made = append(made, name)
+		}
+	}
+	if len(made) != 1 || made[0] != ro.Name {
+		t.Errorf("the upgrade made rollouts %v, want one: %s", made, ro.Name)
+	}
+	if done, err := s.Rollout(ctx, ro.Name); err != nil || done.Spec.Approval != nil {
+		t.Errorf("the move was approved (%v): %+v", err, done.Spec.Approval)
+	}
+	if got := reasonEvents(t, s, v1alpha1.EventFieldOwnershipOverridden); newEvent(overridden, got) {
+		t.Errorf("FieldOwnershipOverridden recorded during the upgrade: %v", got)
 	}
 	for _, st := range ro.Status.Steps {
 		compared, _, ok := apps.FirstApp(t, st.Release, func(a *argoapp.Application) bool {

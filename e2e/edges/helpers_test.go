@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -330,4 +331,64 @@ func has(msg string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// stopPlanner stops the planner (no drift loop, no rollout runs) and returns the function that
+// starts it again; the test's cleanup calls it too.
+func stopPlanner(t *testing.T, s *stack.Stack) (start func()) {
+	t.Helper()
+	if err := s.StopBinary(v1alpha1.BinaryPlanner, false); err != nil {
+		t.Fatal(err)
+	}
+	down := true
+	start = func() {
+		if !down {
+			return
+		}
+		down = false
+		ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
+		defer cancel()
+		if err := s.StartBinary(ctx, v1alpha1.BinaryPlanner); err != nil {
+			t.Fatalf("start the planner again: %v", err)
+		}
+	}
+	t.Cleanup(start)
+	return start
+}
+
+// reasonEvents returns the planner's Events of a reason, by name, with their message and count.
+func reasonEvents(t *testing.T, s *stack.Stack, reason string) map[string]string {
+	t.Helper()
+	return plannerEvents(t, s, func(e *corev1.Event) bool { return e.Reason == reason })
+}
+
+// plannerEvents returns the planner's Events that keep accepts, by name, with their message
+// and count.
+func plannerEvents(t *testing.T, s *stack.Stack, keep func(*corev1.Event) bool) map[string]string {
+	t.Helper()
+	list, err := s.Kube.CoreV1().Events(stack.OperatorNamespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i := range list.Items {
+		if e := &list.Items[i]; keep(e) {
+			out[e.Name] = fmt.Sprintf("%s (count %d)", e.Message, e.Count)
+		}
+	}
+	return out
+}
+
+// rolloutUIDs returns every RuntimeRollout's name by UID.
+func rolloutUIDs(t *testing.T, s *stack.Stack) map[types.UID]string {
+	t.Helper()
+	list, err := s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[types.UID]string, len(list.Items))
+	for _, u := range list.Items {
+		out[u.GetUID()] = u.GetName()
+	}
+	return out
 }
