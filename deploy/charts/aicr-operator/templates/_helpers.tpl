@@ -90,6 +90,18 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{/* The NATS servers' image: <repository>@<digest> with nats.image.digest, else
+<repository>:<tag>. */}}
+{{- define "aicr.natsImage" -}}
+{{- with .Values.nats.image -}}
+{{- if .digest -}}
+{{- printf "%s@%s" .repository .digest -}}
+{{- else -}}
+{{- printf "%s:%s" .repository .tag -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "aicr.natsName" -}}{{ include "aicr.fullname" . }}-nats{{- end -}}
 
 {{- define "aicr.natsTLSSecret" -}}{{ default (printf "%s-tls" (include "aicr.natsName" .)) .Values.nats.tls.existingSecret }}{{- end -}}
