@@ -60,8 +60,8 @@ build: ## Build every binary into bin/
 	$(call build_cmd,$(BIN_PKGS))
 
 .PHONY: plugin
-plugin: ## Build kubectl-aicr for linux/darwin x amd64/arm64 into dist/ with a krew manifest (VERSION=v1.2.3)
-	@hack/plugin.sh
+plugin: ## Build kubectl-aicr for linux/darwin/windows x amd64/arm64 as archives into dist/plugin with a krew manifest and SHA256SUMS (VERSION=v1.2.3)
+	go run ./e2e/cmd/aicr-images plugin --out dist/plugin --version $(VERSION)
 
 .PHONY: docs-cli
 docs-cli: ## Regenerate docs/cli.md from the plugin's help (a test fails when it is stale)
@@ -197,6 +197,16 @@ images: ## Build the images of the five binaries, the setup Job and the plugin f
 .PHONY: images-load
 images-load: images ## make images, then load this machine's platform of each into Docker as aicr-operator/<binary>:dev (IMAGE_REPOSITORY, IMAGE_TAG)
 	go run ./e2e/cmd/aicr-images load --out $(IMAGES_DIR) --repository $(IMAGE_REPOSITORY) --tag $(IMAGE_TAG)
+
+# make release VERSION=v0.2.0 REGISTRY=registry.example.com/aicr: every image pushed to
+# <REGISTRY>/<binary>:<VERSION>, the chart naming them by digest pushed to
+# oci://<REGISTRY>/charts/aicr-operator, the plugin's archives and krew manifest, the release
+# notes and SHA256SUMS in dist/<VERSION> (e2e/release; docs/install.md#releases).
+.PHONY: release
+release: ## Publish a release without Docker: images by digest, the OCI chart naming them, the plugin's archives and krew manifest, SHA256SUMS (VERSION=v0.2.0 REGISTRY=host/prefix)
+	@[ -n "$(REGISTRY)" ] || { echo "release: set REGISTRY to host[:port]/prefix (REGISTRY=registry.example.com/aicr)"; exit 2; }
+	@helm=$$(hack/tools.sh bindir helm)/helm; \
+	go run ./e2e/cmd/aicr-images release --out dist/$(VERSION) --version $(VERSION) --registry $(REGISTRY) --helm $$helm
 
 # The whole of make bench takes about 25 min on a fast 2-vCPU machine and about twice that on a
 # slow one; its report prints at the end, so a timeout loses every figure.

@@ -1,9 +1,12 @@
 // Command aicr-images builds the operator's images without a container engine (make images),
-// pushes them (make images REGISTRY=host:port/prefix) and loads them into Docker (make
-// images-load). See e2e/imagebuild.
+// pushes them (make images REGISTRY=host:port/prefix), loads them into Docker (make
+// images-load), publishes a release (make release) and builds the plugin's archives (make
+// plugin). See e2e/imagebuild and e2e/release.
 //
 //	aicr-images build --out build/images/oci --version v0.2.0 [--push host:port/prefix]
 //	aicr-images load --out build/images/oci --repository aicr-operator --tag dev
+//	aicr-images release --out dist/v0.2.0 --version v0.2.0 --registry host:port/prefix --helm bin/helm
+//	aicr-images plugin --out dist/plugin --version v0.2.0
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/aicr-run/aicr-operator/e2e/imagebuild"
+	"github.com/aicr-run/aicr-operator/e2e/release"
 )
 
 func main() {
@@ -39,15 +43,19 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: aicr-images build|load [flags]")
+		return errors.New("usage: aicr-images build|load|release|plugin [flags]")
 	}
 	switch args[0] {
 	case "build":
 		return build(ctx, args[1:], stdout, stderr)
 	case "load":
 		return load(ctx, args[1:], stdout)
+	case "release":
+		return releaseCmd(ctx, args[1:], stdout, stderr)
+	case "plugin":
+		return pluginCmd(ctx, args[1:], stdout)
 	}
-	return fmt.Errorf("unknown command %q: want build or load", args[0])
+	return fmt.Errorf("unknown command %q: want build, load, release or plugin", args[0])
 }
 
 func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,29 +72,11 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *version == "" {
 		return errors.New("--version is required (make images passes VERSION)")
 	}
-	root, err := gitOut(ctx, "rev-parse", "--show-toplevel")
+	root, epoch, err := source(ctx, revision)
 	if err != nil {
 		return err
 	}
-	if *revision == "" {
-		if *revision, err = gitOut(ctx, "rev-parse", "HEAD"); err != nil {
-			return err
-		}
-	}
-	epoch, err := sourceDateEpoch(ctx)
-	if err != nil {
-		return err
-	}
-	if *caDeb == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return err
-		}
-		if *caDeb, err = imagebuild.FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs")); err != nil {
-			return err
-		}
-	}
-	ca, err := imagebuild.ReadCADeb(ctx, *caDeb)
+	ca, err := caCertificates(ctx, *caDeb)
 	if err != nil {
 		return err
 	}
@@ -102,14 +92,7 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "images: %d images (%s; ca-certificates %s, %d certificates) in %s, %s, built in %s\n",
 		len(images), *version, ca.Version, ca.Count, *out, epoch.UTC().Format(time.RFC3339), time.Since(start).Round(100*time.Millisecond))
 	for _, img := range images {
-		var sizes []string
-		for _, p := range imagebuild.Platforms {
-			k := p.OS + "/" + p.Architecture
-			if n, ok := img.Sizes[k]; ok {
-				sizes = append(sizes, fmt.Sprintf("%s %.1f MB", k, float64(n)/1e6))
-			}
-		}
-		fmt.Fprintf(stdout, "%-14s %s (%s)\n", img.Name, img.Digest, strings.Join(sizes, ", "))
+		fmt.Fprintf(stdout, "%-14s %s (%s)\n", img.Name, img.Digest, sizes(img.Sizes))
 	}
 	if *push == "" {
 		return nil
@@ -122,6 +105,123 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, p.Reference)
 	}
 	return nil
+}
+
+func releaseCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("release", flag.ContinueOnError)
+	out := fs.String("out", "", "the release's folder (emptied first; default dist/<version>)")
+	version := fs.String("version", "", "the release's version, v<major>.<minor>.<patch>[-<pre-release>] (required)")
+	registry := fs.String("registry", "", "host[:port]/prefix the images and the chart are pushed to (required)")
+	helm := fs.String("helm", "helm", "the helm binary that packages and pushes the chart")
+	urlBase := fs.String("url-base", "", "where the plugin archives are downloaded from (default: the GitHub release of the version)")
+	caDeb := fs.String("ca-deb", "", "Debian's ca-certificates .deb (default: the one in the cache folder)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	revision := ""
+	root, epoch, err := source(ctx, &revision)
+	if err != nil {
+		return err
+	}
+	ca, err := caCertificates(ctx, *caDeb)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = filepath.Join(root, "dist", *version)
+	}
+	res, err := release.Release(ctx, release.Options{Root: root, Out: *out, Version: *version, Revision: revision, Epoch: epoch,
+		CA: ca, Registry: *registry, Helm: *helm, URLBase: *urlBase, Log: stderr})
+	if err != nil {
+		return err
+	}
+	for _, img := range res.Images {
+		fmt.Fprintf(stdout, "image  %-14s %s (%s)\n", img.Name, img.Reference, sizes(img.Sizes))
+	}
+	fmt.Fprintf(stdout, "chart  %s:%s@%s\n", res.Chart.Repo, res.Chart.Version, res.Chart.Digest)
+	for _, a := range res.Plugin {
+		fmt.Fprintf(stdout, "plugin %s %s\n", a.Name, a.SHA256)
+	}
+	fmt.Fprintf(stdout, "release %s in %s (%s, %s) in %s\n", *version, *out, release.ChecksumsFile, "krew/aicr.yaml", res.Wall.Round(100*time.Millisecond))
+	return nil
+}
+
+func pluginCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("plugin", flag.ContinueOnError)
+	out := fs.String("out", "dist/plugin", "the folder of the archives and krew/aicr.yaml (emptied first)")
+	version := fs.String("version", "", "the version stamped into the plugin (required)")
+	urlBase := fs.String("url-base", "", "where the archives are downloaded from (default: the GitHub release of the version)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *version == "" {
+		return errors.New("--version is required (make plugin passes VERSION)")
+	}
+	revision := ""
+	root, epoch, err := source(ctx, &revision)
+	if err != nil {
+		return err
+	}
+	if *urlBase == "" {
+		*urlBase = imagebuild.DefaultSource + "/releases/download/" + *version
+	}
+	if err := os.RemoveAll(*out); err != nil {
+		return err
+	}
+	archives, err := release.Plugin(ctx, release.PluginOptions{Root: root, Out: *out, Version: *version, Revision: revision, Epoch: epoch, URLBase: *urlBase})
+	if err != nil {
+		return err
+	}
+	if err := release.WriteChecksums(*out); err != nil {
+		return err
+	}
+	for _, a := range archives {
+		fmt.Fprintf(stdout, "%s %s\n", a.Name, a.SHA256)
+	}
+	fmt.Fprintf(stdout, "plugin %s in %s (krew manifest %s)\n", *version, *out, filepath.Join(*out, "krew", "aicr.yaml"))
+	return nil
+}
+
+// source is the repository root and the time of every timestamp, and fills in the revision
+// (git rev-parse HEAD) when empty.
+func source(ctx context.Context, revision *string) (string, time.Time, error) {
+	root, err := gitOut(ctx, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if *revision == "" {
+		if *revision, err = gitOut(ctx, "rev-parse", "HEAD"); err != nil {
+			return "", time.Time{}, err
+		}
+	}
+	epoch, err := sourceDateEpoch(ctx)
+	return root, epoch, err
+}
+
+// caCertificates reads the ca-certificates .deb, by default the one in the cache folder.
+func caCertificates(ctx context.Context, deb string) (*imagebuild.CACertificates, error) {
+	if deb == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return nil, err
+		}
+		if deb, err = imagebuild.FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs")); err != nil {
+			return nil, err
+		}
+	}
+	return imagebuild.ReadCADeb(ctx, deb)
+}
+
+// sizes is "linux/amd64 12.3 MB, linux/arm64 11.9 MB".
+func sizes(by map[string]int64) string {
+	var out []string
+	for _, p := range imagebuild.Platforms {
+		k := p.OS + "/" + p.Architecture
+		if n, ok := by[k]; ok {
+			out = append(out, fmt.Sprintf("%s %.1f MB", k, float64(n)/1e6))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func load(ctx context.Context, args []string, stdout io.Writer) error {
