@@ -4,7 +4,10 @@ package firstinstall
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,12 +16,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/e2e/charttest"
+	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -121,6 +126,8 @@ func TestRecommendedValuesInstallOnAFreshClusterThenTakeTheStacksAPIs(t *testing
 		}
 	}
 
+	checkTestHook(ctx, t, env, helm, helmEnv, release)
+
 	// The second step, once the stack is up: its CRDs are served, and an upgrade renders what
 	// waited for them.
 	crds, err := os.ReadFile(filepath.Join("testdata", "stack-crds.yaml"))
@@ -177,4 +184,90 @@ func binaryNames(release string) []string {
 		names = append(names, release+"-"+b)
 	}
 	return names
+}
+
+// checkTestHook runs the helm test hook's command as its ServiceAccount would. kwok never runs a
+// container, so the test creates the hook's ServiceAccount and RBAC from helm get hooks, then runs
+// kubectl-aicr with the hook Pod's args, impersonating that ServiceAccount: every check must run
+// to a judgement (ok or FAIL on what kwok's cluster lacks), none refused by the API server.
+func checkTestHook(ctx context.Context, t *testing.T, env *testenv.Env, helm string, helmEnv []string, release string) {
+	t.Helper()
+	ns := charttest.Namespace
+	out, err := charttest.Run(t, "", helmEnv, helm, "get", "hooks", release, "--namespace", ns)
+	if err != nil {
+		t.Fatalf("helm get hooks: %v", err)
+	}
+	dyn := dynamic.NewForConfigOrDie(env.Config)
+	var pod *unstructured.Unstructured
+	for _, o := range charttest.Decode(t, out) {
+		if o.GetAnnotations()["helm.sh/hook"] != "test" {
+			continue
+		}
+		if o.GetKind() == "Pod" {
+			pod = o
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(o.GetAPIVersion())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := dyn.Resource(gv.WithResource(strings.ToLower(o.GetKind()) + "s"))
+		var ri dynamic.ResourceInterface = res
+		if o.GetNamespace() != "" {
+			ri = res.Namespace(o.GetNamespace())
+		}
+		if _, err := ri.Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create the test hook's %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	if pod == nil {
+		t.Fatal("helm get hooks shows no Pod with helm.sh/hook: test")
+	}
+	containers, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("the test hook Pod has %d containers, want 1", len(containers))
+	}
+	c := containers[0].(map[string]any)
+	if img, _ := c["image"].(string); !strings.Contains(img, "/kubectl-aicr") {
+		t.Errorf("the test hook runs image %q, want the kubectl-aicr image", img)
+	}
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	sa, _, _ := unstructured.NestedString(pod.Object, "spec", "serviceAccountName")
+	args = append(args, "-o", "json", "--kubeconfig", env.Kubeconfig, "--as", "system:serviceaccount:"+ns+":"+sa)
+	stdout, err := charttest.Run(t, "", nil, pluginBinary(t), args...)
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() < 3) {
+		t.Fatalf("kubectl-aicr %v (the test hook's command): %v\n%s", args, err, stdout)
+	}
+	var list struct {
+		Items []struct{ Name, State, Message string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+		t.Fatalf("kubectl aicr check -o json: %v\n%s", err, stdout)
+	}
+	if len(list.Items) != 7 {
+		t.Errorf("the test hook ran %d checks, want 7: %s", len(list.Items), stdout)
+	}
+	for _, r := range list.Items {
+		t.Logf("test hook: %-10s %-7s %s", r.Name, r.State, r.Message)
+		if strings.Contains(strings.ToLower(r.Message), "forbidden") {
+			t.Errorf("the test hook's ServiceAccount may not do what check %s needs: %s", r.Name, r.Message)
+		}
+	}
+}
+
+// pluginBinary is kubectl-aicr from AICR_BIN_DIR, else built into a temporary folder.
+func pluginBinary(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv(stack.EnvBinDir); dir != "" {
+		return filepath.Join(dir, "kubectl-aicr")
+	}
+	bin := filepath.Join(t.TempDir(), "kubectl-aicr")
+	if out, err := charttest.Run(t, charttest.RepoRoot(t), nil, "go", "build", "-o", bin, "./cli/cmd/kubectl-aicr"); err != nil {
+		t.Fatalf("go build kubectl-aicr: %v\n%s", err, out)
+	}
+	return bin
 }
