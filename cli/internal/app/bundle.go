@@ -21,7 +21,8 @@ import (
 )
 
 // registryFlags are how a command reaches an OCI registry: plain http for a local one, and a
-// login (the password from standard input, never a flag's value).
+// login (the password from standard input, never a flag's value), else Docker's login for the
+// registry (dockerCredentials).
 type registryFlags struct {
 	plainHTTP     bool
 	username      string
@@ -31,11 +32,11 @@ type registryFlags struct {
 func (r *registryFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&r.plainHTTP, "plain-http", false, "Talk http:// to the registry (a local registry; Argo CD then needs insecureOCIForceHttp)")
-	f.StringVar(&r.username, "username", "", "Registry user name (ECR: AWS); anonymous when empty")
+	f.StringVar(&r.username, "username", "", "Registry user name (ECR: AWS); when empty, Docker's login for the registry (config.json, credential helpers), else anonymous")
 	f.BoolVar(&r.passwordStdin, "password-stdin", false, "Read the registry password (ECR: aws ecr get-login-password) from standard input")
 }
 
-func (r *registryFlags) client(stdin io.Reader) (*ociregistry.Client, error) {
+func (r *registryFlags) client(stdin io.Reader, host string) (*ociregistry.Client, error) {
 	creds := ociregistry.Credentials{Username: r.username}
 	if r.passwordStdin {
 		line, err := bufio.NewReader(stdin).ReadString('\n')
@@ -48,7 +49,13 @@ func (r *registryFlags) client(stdin io.Reader) (*ociregistry.Client, error) {
 		}
 	}
 	if (creds.Username == "") != (creds.Password == "") {
-		return nil, usagef("--username and --password-stdin go together (or neither, for an anonymous registry)")
+		return nil, usagef("--username and --password-stdin go together (or neither, for Docker's login or none)")
+	}
+	if creds.Username == "" {
+		var err error
+		if creds, err = dockerCredentials(host); err != nil {
+			return nil, err
+		}
 	}
 	return ociregistry.New(ociregistry.Options{PlainHTTP: r.plainHTTP, Credentials: creds, UserAgent: Name + "/" + version.Get().Version}), nil
 }
@@ -127,7 +134,7 @@ goes to standard output). Load the bundle as a ConfigMap, preview it with kubect
 			if err != nil {
 				return usagef("--registry: %v", err)
 			}
-			client, err := reg.client(o.env.Stdin)
+			client, err := reg.client(o.env.Stdin, repo.Host)
 			if err != nil {
 				return err
 			}

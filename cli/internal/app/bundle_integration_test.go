@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,9 +68,21 @@ func TestBundlePush(t *testing.T) {
 	if code != ExitOK || out != want {
 		t.Fatalf("second push: exit %d, printed %q (%s); want %s", code, out, errOut, want)
 	}
-	// No credentials: the registry's refusal, exit 1.
+	// No credentials, and none in Docker's configuration: the registry's refusal, exit 1.
+	dockerConfig := t.TempDir()
+	t.Setenv("DOCKER_CONFIG", dockerConfig)
 	code, _, errOut = push("")
 	if code != ExitFailed || !strings.Contains(errOut, "401 Unauthorized") || !strings.Contains(errOut, "the registry needs credentials and none were given") {
 		t.Fatalf("anonymous push: exit %d: %s; want exit 1 with the registry's 401", code, errOut)
+	}
+	// No flags, the login in Docker's config.json (as docker login writes it): the push uses it.
+	login := base64.StdEncoding.EncodeToString([]byte(registryAuth.Username + ":" + registryAuth.Password))
+	config := `{"auths":{"` + env.Registry.Host + `":{"auth":"` + login + `"}}}`
+	if err := os.WriteFile(filepath.Join(dockerConfig, "config.json"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = push("", "-o", "jsonpath={.digest}")
+	if code != ExitOK || out != want {
+		t.Fatalf("push with Docker's login: exit %d, printed %q (%s); want %s", code, out, errOut, want)
 	}
 }

@@ -94,6 +94,8 @@ Without them the push is anonymous. --plain-http talks HTTP to a local registry.
 					return fmt.Errorf("read the password from standard input: %w", err)
 				}
 				creds.Password = strings.TrimRight(string(pw), "\r\n")
+			} else if creds, err = dockerCredentials(ref.Repository.Host); err != nil {
+				return err
 			}
 			client := ociregistry.New(ociregistry.Options{PlainHTTP: plainHTTP, Credentials: creds, UserAgent: Name})
 			desc, err := client.PushArtifact(cmd.Context(), ref, ociregistry.BundleArtifact(data))
@@ -109,7 +111,7 @@ Without them the push is anonymous. --plain-http talks HTTP to a local registry.
 		},
 	}
 	cmd.Flags().StringVar(&repository, "repository", "", "The repository to push to, host[:port]/path with an optional :TAG")
-	cmd.Flags().StringVar(&username, "username", "", "The registry username (AWS for ECR); the password comes from --password-stdin")
+	cmd.Flags().StringVar(&username, "username", "", "The registry username (AWS for ECR); the password comes from --password-stdin. Without it, Docker's login for the registry (config.json, credential helpers), else anonymous")
 	cmd.Flags().BoolVar(&passwordStdin, "password-stdin", false, "Read the registry password or token from standard input")
 	cmd.Flags().BoolVar(&plainHTTP, "plain-http", false, "Talk HTTP, not HTTPS, to the registry (a local registry)")
 	out.AddFlags(cmd)
