@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,8 +24,11 @@ func (c Credentials) anonymous() bool { return c.Username == "" && c.Password ==
 
 // Options configure a Client.
 type Options struct {
-	// HTTPClient sends the requests; a client with a 2-minute timeout when nil.
+	// HTTPClient sends the requests; a client with a 2-minute timeout and TLS when nil.
 	HTTPClient *http.Client
+	// TLS configures https:// when HTTPClient is nil (the CA bundle to trust, a client
+	// certificate, InsecureSkipVerify for Argo CD's insecure); the system's roots when nil.
+	TLS *tls.Config
 	// PlainHTTP talks http:// to the registry (a local or test registry, Argo CD's
 	// insecureOCIForceHttp); https:// otherwise.
 	PlainHTTP bool
@@ -58,6 +62,11 @@ func New(opts Options) *Client {
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: 2 * time.Minute}
+		if opts.TLS != nil {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = opts.TLS
+			hc.Transport = tr
+		}
 	}
 	return &Client{opts: opts, http: hc, auth: map[string]string{}}
 }

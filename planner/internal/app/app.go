@@ -3,6 +3,7 @@ package app
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
@@ -62,6 +63,9 @@ type Options struct {
 	RegistryRepository string
 	// DriftResync is --drift-resync: how often every release is checked for drift anyway.
 	DriftResync time.Duration
+	// RegistryCAFile is --registry-ca-file: PEM certificate authorities a registry's
+	// certificate is verified against besides the system's (a mounted private CA bundle).
+	RegistryCAFile string
 }
 
 // MaxDriftResync bounds --drift-resync: past it an edit whose every hint was lost stands too
@@ -81,6 +85,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.EngineProject, "engine-project", appspec.DefaultProject, "AppProject of the owned Applications (engine.project)")
 	fs.StringVar(&o.RegistryRepository, "registry-repository", "",
 		"registry prefix of the chart paths, such as registry.example.com/aicr (registry.repository; required: drift is reconciled by comparing each owned Application with what its plan renders)")
+	fs.StringVar(&o.RegistryCAFile, "registry-ca-file", "",
+		"a PEM file of certificate authorities the bundle registry's certificate is verified against besides the system's (a private CA bundle mounted with extraVolumes)")
 	fs.DurationVar(&o.DriftResync, "drift-resync", controller.DefaultDriftResync,
 		"how often every owned Application is checked for drift even when nothing reported any (1s to 10m): the longest an edit stands when every report of it was lost")
 }
@@ -108,10 +114,33 @@ func (o *Options) Validate() error {
 	if _, err := service.SplitIdentities(o.OperatorIdentities); err != nil {
 		errs = append(errs, err.Error())
 	}
+	if _, err := o.registryRootCAs(); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid flags: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// registryRootCAs are the system's certificate authorities and those of --registry-ca-file;
+// nil (the system's) without the flag.
+func (o *Options) registryRootCAs() (*x509.CertPool, error) {
+	if o.RegistryCAFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(o.RegistryCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--registry-ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--registry-ca-file %s: no PEM certificate in it", o.RegistryCAFile)
+	}
+	return pool, nil
 }
 
 // settings are what an owned Application must say.
@@ -173,7 +202,12 @@ func Run(ctx context.Context, o Options) error {
 			if err := base.Bus.WatchConsumer(consumers[bus.ConsumerPlanner]); err != nil {
 				return err
 			}
+			rootCAs, err := o.registryRootCAs()
+			if err != nil {
+				return err
+			}
 			bundles := ocibundle.New(ocibundle.Config{
+				RootCAs: rootCAs,
 				Secrets: func(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 					return base.KubeClient.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 				},

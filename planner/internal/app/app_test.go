@@ -97,6 +97,8 @@ func TestValidateDriftFlags(t *testing.T) {
 		"a resync above ten minutes":     {args: []string{"--registry-repository=r.example.com/a", "--drift-resync=11m"}, want: "--drift-resync 11m0s: use 1s to 10m0s"},
 		"a resync of a minute":           {args: []string{"--registry-repository=r.example.com/a", "--drift-resync=1m"}},
 		"an empty engine project":        {args: []string{"--registry-repository=r.example.com/a", "--engine-project="}, want: "engine project is required"},
+		"a CA file that is not there":    {args: []string{"--registry-repository=r.example.com/a", "--registry-ca-file=/nonexistent/ca.crt"}, want: "--registry-ca-file: open /nonexistent/ca.crt"},
+		"a CA file with no certificate":  {args: []string{"--registry-repository=r.example.com/a", "--registry-ca-file=app_test.go"}, want: "--registry-ca-file app_test.go: no PEM certificate in it"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -10,6 +10,8 @@ package ocibundle
 import (
 	"container/list"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,6 +32,12 @@ const (
 	KeyUsername             = "username"
 	KeyPassword             = "password"
 	KeyInsecureOCIForceHTTP = "insecureOCIForceHttp"
+	// KeyInsecure skips the verification of the registry's certificate (Argo CD's insecure).
+	KeyInsecure = "insecure"
+	// KeyTLSClientCertData and KeyTLSClientCertKey are the client certificate and its key, PEM,
+	// presented to the registry (Argo CD's repository credentials).
+	KeyTLSClientCertData = "tlsClientCertData"
+	KeyTLSClientCertKey  = "tlsClientCertKey"
 )
 
 // Cache bounds: bundles are at most plan.MaxBundleBytes each.
@@ -55,8 +63,12 @@ type Config struct {
 	// SecretNamespace and SecretName name the repo-creds Secret (Argo CD's namespace,
 	// registry.auth.repoCredsSecret).
 	SecretNamespace, SecretName string
-	// HTTPClient sends the registry requests (ociregistry's default when nil).
+	// HTTPClient sends the registry requests (ociregistry's default, with the TLS below, when
+	// nil).
 	HTTPClient *http.Client
+	// RootCAs are the certificate authorities a registry's certificate is verified against (the
+	// system's and a mounted CA bundle, --registry-ca-file); the system's when nil.
+	RootCAs *x509.CertPool
 	// Limit is the largest bundle document pulled; plan.MaxBundleBytes when zero, the limit
 	// a bundle read from a ConfigMap has too.
 	Limit int64
@@ -134,7 +146,8 @@ func (p *Puller) Pull(ctx context.Context, src *v1alpha1.OCIBundleSource) ([]byt
 // options reads the repo-creds Secret now and returns the client options for repo, and how the
 // pull logs in (for messages: never the credentials themselves).
 func (p *Puller) options(ctx context.Context, repo ociregistry.Repository) (ociregistry.Options, string, error) {
-	opts := ociregistry.Options{HTTPClient: p.cfg.HTTPClient, UserAgent: "aicr-operator-planner"}
+	opts := ociregistry.Options{HTTPClient: p.cfg.HTTPClient, UserAgent: "aicr-operator-planner",
+		TLS: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: p.cfg.RootCAs}}
 	ref := p.cfg.SecretNamespace + "/" + p.cfg.SecretName
 	if p.cfg.Secrets == nil || p.cfg.SecretName == "" {
 		return opts, "anonymously (the planner has no repo-creds Secret configured)", nil
@@ -155,11 +168,27 @@ func (p *Puller) options(ctx context.Context, repo ociregistry.Repository) (ocir
 	// credentials the url prefix's: they go to no repository outside it.
 	host, _, _ := strings.Cut(prefix, "/")
 	opts.PlainHTTP = host == repo.Host && string(sec.Data[KeyInsecureOCIForceHTTP]) == "true"
+	// So is not verifying its certificate (insecure, as Argo CD reads it).
+	opts.TLS.InsecureSkipVerify = host == repo.Host && string(sec.Data[KeyInsecure]) == "true" //nolint:gosec // G402: the Secret's owner asked for it, as Argo CD honours it
 	if prefix == "" || (repo.String() != prefix && !strings.HasPrefix(repo.String(), prefix+"/")) {
 		return opts, fmt.Sprintf("anonymously (%s is not under the url oci://%s of the repo-creds Secret %s)", repo, prefix, ref), nil
 	}
+	// A client certificate is a credential: only for the url prefix's repositories.
+	certPEM, keyPEM := sec.Data[KeyTLSClientCertData], sec.Data[KeyTLSClientCertKey]
+	if len(certPEM) > 0 || len(keyPEM) > 0 {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			// The error names no key material; say which keys, not what they hold.
+			return opts, "", &plan.Error{Reason: v1alpha1.ReasonUnauthorized, Field: fieldRepository,
+				Message: fmt.Sprintf("the repo-creds Secret %s: %s and %s must be a PEM certificate and its PEM private key (both, or neither)", ref, KeyTLSClientCertData, KeyTLSClientCertKey)}
+		}
+		opts.TLS.Certificates = []tls.Certificate{pair}
+	}
 	opts.Credentials = ociregistry.Credentials{Username: string(sec.Data[KeyUsername]), Password: string(sec.Data[KeyPassword])}
 	if opts.Credentials == (ociregistry.Credentials{}) {
+		if len(opts.TLS.Certificates) > 0 {
+			return opts, fmt.Sprintf("with the client certificate of the repo-creds Secret %s", ref), nil
+		}
 		return opts, fmt.Sprintf("anonymously (the repo-creds Secret %s holds no username or password)", ref), nil
 	}
 	return opts, fmt.Sprintf("with the credentials of the repo-creds Secret %s", ref), nil
