@@ -128,7 +128,7 @@ var placeholder = regexp.MustCompile(`@[A-Za-z0-9_]+@`)
 
 type archiveFile struct {
 	name string
-	mode int64
+	mode os.FileMode
 	data []byte
 }
 
@@ -140,7 +140,7 @@ func tarGzArchive(files []archiveFile, epoch time.Time) ([]byte, error) {
 	}
 	tw := tar.NewWriter(zw)
 	for _, f := range files {
-		h := &tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+		h := &tar.Header{Name: f.name, Mode: int64(f.mode), Size: int64(len(f.data)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err
 		}
@@ -162,7 +162,7 @@ func zipArchive(files []archiveFile, epoch time.Time) ([]byte, error) {
 	zw := zip.NewWriter(&buf)
 	for _, f := range files {
 		h := &zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: epoch.UTC()}
-		h.SetMode(os.FileMode(f.mode))
+		h.SetMode(f.mode)
 		w, err := zw.CreateHeader(h)
 		if err != nil {
 			return nil, err

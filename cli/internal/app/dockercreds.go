@@ -28,7 +28,7 @@ func dockerCredentials(host string) (ociregistry.Credentials, error) {
 		return ociregistry.Credentials{}, fmt.Errorf("read Docker's login for %s: %w", host, err)
 	}
 	if cfg.Username == "" && cfg.Password == "" && (cfg.IdentityToken != "" || cfg.RegistryToken != "") {
-		return ociregistry.Credentials{}, fmt.Errorf("Docker's login for %s is a token, which the plugin cannot send: give --username and --password-stdin", host)
+		return ociregistry.Credentials{}, fmt.Errorf("the login for %s in Docker's config is a token, which the plugin cannot send: give --username and --password-stdin", host)
 	}
 	return ociregistry.Credentials{Username: cfg.Username, Password: cfg.Password}, nil
 }
