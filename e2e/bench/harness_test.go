@@ -38,7 +38,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
-	"github.com/aicr-run/aicr-operator/servicekit/natsx"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -129,9 +128,16 @@ func newHarness(ctx context.Context, env *testenv.Env, binDir string) (*harness,
 	if h.argo, err = argoclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	h.nats, err = natsx.StartEmbedded(natsx.EmbeddedOptions{Addr: "127.0.0.1:0", StoreDir: filepath.Join(h.dir, "nats")})
+	// An in-process JetStream server: the benchmark measures the operator's hops, not a
+	// separate nats-server process's scheduling on a busy machine.
+	h.nats, err = server.NewServer(&server.Options{ServerName: "bench", Host: "127.0.0.1", Port: server.RANDOM_PORT,
+		JetStream: true, StoreDir: filepath.Join(h.dir, "nats"), NoLog: true, NoSigs: true})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create nats server: %w", err)
+	}
+	go h.nats.Start()
+	if !h.nats.ReadyForConnections(10 * time.Second) {
+		return nil, errors.New("the in-process nats server did not accept connections within 10s")
 	}
 	h.natsURL = h.nats.ClientURL()
 	if h.nc, err = nats.Connect(h.natsURL, nats.Name("bench")); err != nil {
