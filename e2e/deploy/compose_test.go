@@ -45,7 +45,7 @@ func composeConfig(t *testing.T, env []string, args ...string) composeServices {
 // waits for "kubeconfig", which either profile feeds). docker-compose 1.29's config ignores
 // --profile, so the profiles are read from the file.
 func TestComposeConfig(t *testing.T) {
-	services := composeConfig(t, []string{"AICR_KUBECONFIG=/tmp/kind-kubeconfig", "AICR_NETWORK=kind"})
+	services := composeConfig(t, []string{"AICR_KUBECONFIG=" + filepath.Join(t.TempDir(), "kind-kubeconfig"), "AICR_NETWORK=kind"})
 	replicas := map[string][]string{
 		v1alpha1.BinaryPlanner: {"planner"}, v1alpha1.BinaryApplier: {"applier-1", "applier-2"}, v1alpha1.BinaryReadiness: {"readiness"},
 		v1alpha1.BinaryCredRefresher: {"credrefresher"}, v1alpha1.BinaryAdmission: {"admission-1", "admission-2"},
