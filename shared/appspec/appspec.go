@@ -217,6 +217,10 @@ func valuesOf(s *argoapp.ApplicationSource) []byte {
 	return s.Helm.ValuesObject.Raw
 }
 
+// EqualValues reports whether two Helm values documents are the same values: equal as JSON, so
+// key order and number spelling do not matter (what EqualSource compares of the values).
+func EqualValues(a, b []byte) bool { return equalJSON(a, b) }
+
 func equalJSON(a, b []byte) bool {
 	if bytes.Equal(a, b) {
 		return true

@@ -427,6 +427,17 @@ func (r *Release) Detached(like []byte) Release {
 	return d
 }
 
+// DetachedWith returns a copy of r that keeps none of its plan's memory alive and whose values
+// JSON is values, a stand-in the caller holds in place of r's (readiness keeps a digest of
+// them): for a user that compares releases and renders them for comparison, never for a write.
+// values must never be modified after.
+func (r *Release) DetachedWith(values []byte) Release {
+	d := *r
+	d.DependsOn = slices.Clone(r.DependsOn)
+	d.Values, d.tree, d.values = nil, nil, values
+	return d
+}
+
 // Decode reads a plan from its canonical JSON and checks it against the expected digest
 // (skipped when want is empty).
 func Decode(data []byte, want string) (*Plan, error) {

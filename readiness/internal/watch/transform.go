@@ -1,10 +1,7 @@
 package watch
 
 import (
-	"bytes"
 	"reflect"
-
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
@@ -16,40 +13,20 @@ import (
 // the managedFields entries drift does not read: the controller's (it owns status) and the
 // operator's own updates (refresh annotation, operation). The operator's apply and every other
 // manager's entries stay, cut to their f:spec and plan-decided annotations
-// (appspec.TrimManagedFields). And the Helm values Argo CD copies from the spec
-// into status.sync.comparedTo and operationState (syncResult, operation), and the comparison
-// exceptions it copies into comparedTo, are kept once: a copy equal to the spec's shares the
-// spec's.
+// (appspec.TrimManagedFields), with the Helm values' keys cut from them. The Helm values of the
+// spec, and the copies Argo CD makes of them in status.sync.comparedTo and operationState
+// (syncResult, operation), are kept as digests (values.go: digestValues); the comparison
+// exceptions Argo CD copies into comparedTo are kept once: a copy equal to the spec's shares
+// the spec's.
 func Transform(obj any) (any, error) {
 	app, ok := obj.(*argoapp.Application)
 	if !ok {
 		return obj, nil // a tombstone or another type: unchanged
 	}
-	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
-		values := src.Helm.ValuesObject
-		shareValues(&app.Status.Sync.ComparedTo.Source, values)
-		if os := app.Status.OperationState; os != nil {
-			if os.SyncResult != nil {
-				shareValues(&os.SyncResult.Source, values)
-			}
-			if os.Operation.Sync != nil {
-				shareValues(os.Operation.Sync.Source, values)
-			}
-		}
-	}
 	if ct := &app.Status.Sync.ComparedTo; len(ct.IgnoreDifferences) > 0 && reflect.DeepEqual(ct.IgnoreDifferences, app.Spec.IgnoreDifferences) {
 		ct.IgnoreDifferences = app.Spec.IgnoreDifferences
 	}
 	app.ManagedFields = appspec.TrimManagedFields(app.ManagedFields)
+	digestValues(app)
 	return app, nil
-}
-
-// shareValues points src's Helm values at values when they are the same bytes.
-func shareValues(src *argoapp.ApplicationSource, values *runtime.RawExtension) {
-	if src == nil || src.Helm == nil || src.Helm.ValuesObject == nil {
-		return
-	}
-	if bytes.Equal(src.Helm.ValuesObject.Raw, values.Raw) {
-		src.Helm.ValuesObject = values
-	}
 }

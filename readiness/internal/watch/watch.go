@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -44,9 +47,12 @@ type Publisher interface {
 	Publish(ctx context.Context, subject, id string, m bus.Envelope) error
 }
 
-// ListWatcher gives the list-watch of the Applications matching a label selector.
+// ListWatcher gives the list-watch of the Applications matching a label selector, and reads one
+// Application whole: the cache keeps the values as a digest (values.go), and where they differ
+// from the plan's the watcher reads the Application to compare and name them.
 type ListWatcher interface {
 	ListWatch(labelSelector string) *cache.ListWatch
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*argoapp.Application, error)
 }
 
 // Watcher publishes what it sees of owned Applications.
@@ -93,10 +99,27 @@ type published struct {
 	// named (release, below).
 	release   *plan.Release
 	releaseOf string
+	// digested: release's values are the digest of the plan's (the Application's are a
+	// digest, values.go), not the values.
+	digested bool
 	// component is the last verdict reached on the Application, for the per-component gauges;
 	// written and read under the Watcher's mu.
 	component *Component
+	// same is whether the values of the digest live are the plan's of digest plan, when the two
+	// digests differ (the same values spelled differently): learnt by reading the Application
+	// once (sameValues).
+	same *sameValues
 }
+
+// sameValues is one comparison of an Application's values with its plan's, by their digests.
+type sameValues struct {
+	live, plan string
+	equal      bool
+}
+
+// errStale: the Application read from the API server is not the one the cache holds; the
+// newer one's event is on its way, and the key is handled again.
+var errStale = errors.New("the application read is not the cached one")
 
 // HasSynced reports whether the informer has listed every Application once.
 func (w *Watcher) HasSynced() bool {
@@ -237,6 +260,10 @@ func (w *Watcher) next(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
+		if errors.Is(err, errStale) {
+			w.queue.AddRateLimited(key)
+			return true
+		}
 		logging.From(ctx).Warn().Err(err).Str(logging.KeyResourceName, key).Msg("handle application, retrying")
 		w.queue.AddRateLimited(key)
 		return true
@@ -290,6 +317,9 @@ func (w *Watcher) handle(ctx context.Context, key string) error {
 	}
 	pl, err := w.plan(ctx, app, st)
 	if err != nil {
+		return err
+	}
+	if err := w.sameValues(ctx, app, &pl, st); err != nil {
 		return err
 	}
 	// Drift first: the planner orders the two by resourceVersion, but a report that the spec
@@ -459,6 +489,15 @@ func (w *Watcher) publishDrift(ctx context.Context, app *argoapp.Application, pl
 		return nil
 	}
 	r := appspec.Detect(app, pl.Want)
+	if !r.Empty() && touchesValues(r.Fields) && isDigest(liveValues(app)) {
+		// The values, or something above them, differ: their fields and whoever took them
+		// over are named from the values, which the cache holds as a digest.
+		full, err := w.fullDrift(ctx, app, pl.Digest)
+		if err != nil {
+			return err
+		}
+		r = full
+	}
 	switch {
 	case st.drift == nil && r.Empty():
 		return nil // never reported, nothing to report
@@ -505,20 +544,42 @@ func driftID(app *argoapp.Application, r appspec.Drift) string {
 
 // release returns app's release of the plan of digest, or nil and why it cannot be known; an
 // error is a failed read, retried. It keeps the release in st (detached from its plan, its values
-// shared with the Application's own when they are the same bytes), so that the events that do
+// the digest of the plan's when the Application's are a digest, else shared with the
+// Application's own when they are the same bytes), so that the events that do
 // not move the Application to another plan (Argo CD writes every Application's status at each
 // refresh, in no order) read no plan: with more plans named than the plan cache holds, every one
 // of them used to read a plan from the API server and decode it again.
 func (w *Watcher) release(ctx context.Context, app *argoapp.Application, digest string, st *published) (*plan.Release, string, error) {
 	live := liveValues(app)
-	if r := st.release; r != nil && st.releaseOf == digest { // st is this Application's: same name
+	if r := st.release; r != nil && st.releaseOf == digest && st.digested == isDigest(live) { // st is this Application's: same name
 		// Point the kept values at this copy of the Application's own, so the copy the
-		// informer has replaced can go.
-		if v, err := r.ValuesJSON(); err == nil && len(v) > 0 && len(live) > 0 && &v[0] != &live[0] && bytes.Equal(v, live) {
+		// informer has replaced can go (digests: nothing to share, the kept one is the plan's).
+		if v, err := r.ValuesJSON(); !st.digested && err == nil && len(v) > 0 && len(live) > 0 && &v[0] != &live[0] && bytes.Equal(v, live) {
 			*r = r.Detached(live)
 		}
 		return r, "", nil
 	}
+	r, missing, err := w.planRelease(ctx, app, digest)
+	if err != nil || r == nil {
+		return nil, missing, err
+	}
+	var d plan.Release
+	if isDigest(live) {
+		v, err := r.ValuesJSON()
+		if err != nil {
+			return nil, fmt.Sprintf("release %s of plan %s has no values: %v", app.Name, digest, err), nil
+		}
+		d = r.DetachedWith(valuesDigest(v))
+	} else {
+		d = r.Detached(live)
+	}
+	st.release, st.releaseOf, st.digested = &d, digest, isDigest(live)
+	return &d, "", nil
+}
+
+// planRelease returns app's release of the plan of digest, as the plan holds it, or nil and why
+// it cannot be known; an error is a failed read, retried.
+func (w *Watcher) planRelease(ctx context.Context, app *argoapp.Application, digest string) (*plan.Release, string, error) {
 	p, err := w.Plans.Get(ctx, digest)
 	if plan.IsUnreadable(err) {
 		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Err(err).Msg("plan named by the application cannot be read; not judged, drift not checked")
@@ -532,9 +593,78 @@ func (w *Watcher) release(ctx context.Context, app *argoapp.Application, digest 
 		logging.From(ctx).Warn().Str(logging.KeyRelease, app.Name).Str(logging.KeyPlanDigest, digest).Msg("plan has no release of the application's name; drift not checked")
 		return nil, fmt.Sprintf("plan %s has no release %s", digest, app.Name), nil
 	}
-	d := r.Detached(live)
-	st.release, st.releaseOf = &d, digest
-	return &d, "", nil
+	return r, "", nil
+}
+
+// read gets app from the API server whole (the cache holds its values as a digest), as the
+// cache holds it: errStale when the API server has another version, whose event comes.
+func (w *Watcher) read(ctx context.Context, app *argoapp.Application) (*argoapp.Application, error) {
+	full, err := w.Apps.Get(ctx, app.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, errStale // its delete event comes
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read application %s: %w", app.Name, err)
+	}
+	if full.UID != app.UID || full.ResourceVersion != app.ResourceVersion {
+		return nil, errStale
+	}
+	return full, nil
+}
+
+// sameValues makes pl.Want's values app's digest when the two digests differ but the values are
+// the same: another spelling of the plan's values (1.0 for 1), which the plan fence and drift
+// detection compare as JSON. It reads the Application once per pair of digests.
+func (w *Watcher) sameValues(ctx context.Context, app *argoapp.Application, pl *fences.Plan, st *published) error {
+	if pl.Want == nil {
+		return nil
+	}
+	live, want := liveValues(app), valuesOf(pl.Want.Spec.Source)
+	if !isDigest(live) || want == nil || bytes.Equal(live, want) {
+		return nil
+	}
+	same := st.same
+	if same == nil || same.live != string(live) || same.plan != string(want) {
+		full, err := w.read(ctx, app)
+		if err != nil {
+			return err
+		}
+		r, _, err := w.planRelease(ctx, app, pl.Digest)
+		if err != nil || r == nil {
+			return err // a plan or release gone since st.release was kept: the next event reads it again
+		}
+		v, err := r.ValuesJSON()
+		if err != nil {
+			return nil
+		}
+		same = &sameValues{live: string(live), plan: string(want), equal: appspec.EqualValues(liveValues(full), v)}
+		st.same = same
+	}
+	if same.equal {
+		pl.Want.Spec.Source.Helm.ValuesObject = app.Spec.Source.Helm.ValuesObject
+	}
+	return nil
+}
+
+// fullDrift is the drift of app read whole from the API server against the Application its plan
+// says, values included: what Detect names where the cached values (a digest) differ.
+func (w *Watcher) fullDrift(ctx context.Context, app *argoapp.Application, digest string) (appspec.Drift, error) {
+	full, err := w.read(ctx, app)
+	if err != nil {
+		return appspec.Drift{}, err
+	}
+	r, missing, err := w.planRelease(ctx, app, digest)
+	if err != nil {
+		return appspec.Drift{}, err
+	}
+	if r == nil {
+		return appspec.Drift{}, fmt.Errorf("drift of %s: %s", app.Name, missing)
+	}
+	want, err := w.build(app, digest, r)
+	if err != nil {
+		return appspec.Drift{}, fmt.Errorf("drift of %s: %w", app.Name, err)
+	}
+	return appspec.Detect(full, want), nil
 }
 
 // liveValues returns the Helm values of app's spec as they came from the API server, or nil.
@@ -561,11 +691,22 @@ func (w *Watcher) plan(ctx context.Context, app *argoapp.Application, st *publis
 		pl.Missing = missing
 		return pl, err
 	}
+	want, err := w.build(app, digest, r)
+	if err != nil {
+		pl.Missing = fmt.Sprintf("release %s of plan %s does not render: %v", app.Name, digest, err)
+		return pl, nil
+	}
+	pl.Want = want
+	return pl, nil
+}
+
+// build renders release r of the plan of digest as the operator wrote it for app.
+func (w *Watcher) build(app *argoapp.Application, digest string, r *plan.Release) (*argoapp.Application, error) {
 	started, _ := time.Parse(time.RFC3339, app.Annotations[v1alpha1.AnnotationStepStarted])
 	// Rendered with the engine running: the engine-suspended annotation is not taken on trust.
 	// Automated sync off is reported (AutoSyncDisabled); the planner, which reads the runtime's
 	// spec.suspendEngine, decides whether that is drift.
-	want, err := appspec.Build(w.Settings, appspec.Input{
+	return appspec.Build(w.Settings, appspec.Input{
 		Runtime:        app.Labels[v1alpha1.LabelRuntime],
 		RuntimeUID:     app.Annotations[v1alpha1.AnnotationRuntimeUID],
 		PlanDigest:     digest,
@@ -574,10 +715,4 @@ func (w *Watcher) plan(ctx context.Context, app *argoapp.Application, st *publis
 		StepStarted:    started,
 		StepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID],
 	})
-	if err != nil {
-		pl.Missing = fmt.Sprintf("release %s of plan %s does not render: %v", app.Name, digest, err)
-		return pl, nil
-	}
-	pl.Want = want
-	return pl, nil
 }

@@ -183,6 +183,18 @@ components:
 // it, the tests change it as Argo CD or a person would.
 type fakeApps struct {
 	*gentype.FakeClientWithList[*argoapp.Application, *argoapp.ApplicationList]
+	fake *clienttesting.Fake
+}
+
+// gets counts the reads of one Application (not lists or watches).
+func (f *fakeApps) gets() int {
+	n := 0
+	for _, a := range f.fake.Actions() {
+		if a.GetVerb() == "get" {
+			n++
+		}
+	}
+	return n
 }
 
 func newFakeApps(t *testing.T, objs ...runtime.Object) *fakeApps {
@@ -216,7 +228,7 @@ func newFakeApps(t *testing.T, objs ...runtime.Object) *fakeApps {
 			for i, a := range items {
 				l.Items[i] = *a
 			}
-		})}
+		}), fake}
 }
 
 // ListWatch implements ListWatcher.
