@@ -50,7 +50,6 @@ const (
 	planRuns         = 5
 	writeCommands    = 1000
 	writeReleases    = 100
-	readinessApps    = 10000
 	readinessPlans   = 100 // plans of readinessApps/readinessPlans releases: a plan ConfigMap holds at most 900 KiB
 
 	rolloutTimeout  = 5 * time.Minute
@@ -70,14 +69,23 @@ var auditOn = flag.Bool("bench.audit", false, "log every request in the API serv
 // auditPath is the audit log of the API server when -bench.audit is set, else "".
 var auditPath string
 
+// readinessApps is how many Applications BenchmarkReadiness10000 creates for each variant
+// (-bench.readiness-apps, read by run).
+var readinessApps = 10000
+
+var readinessAppsFlag = flag.Int("bench.readiness-apps", readinessApps, "Applications BenchmarkReadiness10000 creates per variant (fewer: where the API server's watch cache of 10 000 GPU-stack Applications does not fit in memory)")
+
 var readinessOnly = flag.String("bench.readiness", "", "run only BenchmarkReadiness10000's variant whose label starts with this (small, GPU)")
 
 // readinessMemLimit is GOMEMLIMIT for BenchmarkReadiness10000's readiness processes only (the API
 // servers, etcd and the benchmark run without): what the binary sets itself in a container with a
 // memory limit (nine tenths of it), such as 460MiB for the chart's 512Mi.
 // readinessWatchCache is whether the GPU-stack variant's API server runs its watch cache, as
-// production does (and as the shared API server does for the small values).
-var readinessWatchCache = flag.Bool("bench.readiness-watch-cache", true, "run BenchmarkReadiness10000's GPU-stack variant on an API server with its watch cache, as production runs it (false: without, listing from etcd in pages)")
+// production does (and as the shared API server does for the small values). Not by default: with
+// its watch cache the API server held 1.3 GB of live heap per 1 000 of these Applications (7.6 GB
+// of heap with 3 600 created, 2026-12-07), more than a 24 GiB machine has at 10 000. With
+// -bench.readiness-apps=2500 it fits.
+var readinessWatchCache = flag.Bool("bench.readiness-watch-cache", false, "run BenchmarkReadiness10000's GPU-stack variant on an API server with its watch cache, as production runs it (about 2.6 GB of the API server's memory per 1 000 Applications: with -bench.readiness-apps=2500 on a 24 GiB machine)")
 
 // readinessRefresh is whether each readiness start is followed by an Argo CD refresh of every
 // Application (refreshAll). With GPU-stack values a refresh costs the API server about 100 ms of
@@ -103,6 +111,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	flag.Parse()
+	readinessApps = *readinessAppsFlag
 	if *compareDir != "" && filepath.Clean(*compareDir) == filepath.Clean(binDir) {
 		fmt.Fprintf(os.Stderr, "FAIL: -bench.compare=%s is AICR_BIN_DIR itself: name another build's folder (make bench-compare BASE=<commit> builds one)\n", *compareDir)
 		return 1
@@ -730,10 +739,10 @@ func BenchmarkReadiness10000(b *testing.B) {
 			if *readinessMemLimit != "" {
 				where += ", GOMEMLIMIT=" + *readinessMemLimit
 			}
-			results.add(fmt.Sprintf("Readiness RSS watching 10 000 Applications, %s (%.1f KiB a release%s), idle after judging all", v.label, size/1024, where),
+			results.add(fmt.Sprintf("Readiness RSS watching %d Applications, %s (%.1f KiB a release%s), idle after judging all", readinessApps, v.label, size/1024, where),
 				fmt.Sprintf("%s; anonymous %s, file-backed code %s; peak %s", rss.Format("%.0f", "MiB"), s.Get("anon").Format("%.0f", ""), s.Get("file").Format("%.0f", ""), s.Get("hwm").Format("%.0f", "MiB")),
 				"≤ 250 MiB", rss.Verdict(func(m float64) bool { return m <= 250 }))
-			results.info(fmt.Sprintf("  %s: start to 10 000 verdicts published; readiness CPU until idle; the API server's CPU in that time; the API server's RSS then", v.label),
+			results.info(fmt.Sprintf("  %s: start to %d verdicts published; readiness CPU until idle; the API server's CPU in that time; the API server's RSS then", v.label, readinessApps),
 				fmt.Sprintf("%s; %s; %s; %s", s.Get("judged").Format("%.1f", "s"), s.Get("cpu").Format("%.1f", "s"), s.Get("apiserver-cpu").Format("%.1f", "s"), s.Get("apiserver-rss").Format("%.0f", "MiB")))
 			if !*readinessRefresh {
 				results.info(fmt.Sprintf("  %s: no Argo CD refresh played (-bench.readiness-refresh=false)", v.label), "")
@@ -743,17 +752,17 @@ func BenchmarkReadiness10000(b *testing.B) {
 				b.ReportMetric(refresh.Median, strings.ReplaceAll(v.label, " ", "-")+"-refresh-cpu-ms/app")
 				results.info(fmt.Sprintf("  %s: an Argo CD refresh of every Application (status.reconciledAt moved): readiness CPU per Application; "+
 					"as a share of a core at Argo CD's default reconciliation (all of them every 180 s); verdicts published again; the API server's CPU per Application (the write and its events)", v.label),
-					fmt.Sprintf("%s; %.1f %%; %s; %s", refresh.Format("%.2f", "ms"), refresh.Median*readinessApps/180/1000*100, s.Get("republished").Format("%.0f", ""),
+					fmt.Sprintf("%s; %.1f %%; %s; %s", refresh.Format("%.2f", "ms"), refresh.Median*float64(readinessApps)/180/1000*100, s.Get("republished").Format("%.0f", ""),
 						s.Get("refresh-apiserver-cpu").Format("%.2f", "ms")))
 			}
 			if *compareDir == "" {
 				continue
 			}
 			other := compareLabel(*compareDir)
-			results.info(fmt.Sprintf("  %s, %s's readiness (each repetition a start and a refresh of each, alternating which goes first): RSS; peak; start to 10 000 verdicts; CPU in the start; per Application refreshed; verdicts published again", v.label, other),
+			results.info(fmt.Sprintf("  %s, %s's readiness (each repetition a start and a refresh of each, alternating which goes first): RSS; peak; start to every verdict; CPU in the start; per Application refreshed; verdicts published again", v.label, other),
 				fmt.Sprintf("%s; %s; %s; %s; %s; %s", base.Get("rss").Format("%.0f", "MiB"), base.Get("hwm").Format("%.0f", "MiB"), base.Get("judged").Format("%.1f", "s"), base.Get("cpu").Format("%.1f", "s"),
 					base.Get("refresh-cpu").Format("%.2f", "ms"), base.Get("republished").Format("%.0f", "")))
-			results.info(fmt.Sprintf("  %s, paired ratio, bin/ over %s: RSS; start to 10 000 verdicts; readiness CPU in the start; per Application refreshed", v.label, other),
+			results.info(fmt.Sprintf("  %s, paired ratio, bin/ over %s: RSS; start to every verdict; readiness CPU in the start; per Application refreshed", v.label, other),
 				fmt.Sprintf("%s; %s; %s; %s", ratios.Get("rss").Format("%.3f", "×"), ratios.Get("judged").Format("%.3f", "×"), ratios.Get("cpu").Format("%.3f", "×"), ratios.Get("refresh-cpu").Format("%.3f", "×")))
 		}
 	}
@@ -791,8 +800,8 @@ func (j judged) addTo(s *benchstat.Series) {
 	if !j.refreshed {
 		return
 	}
-	s.Add("refresh-cpu", ticksMs(j.refreshTicks)/readinessApps)
-	s.Add("refresh-apiserver-cpu", ticksMs(j.refreshAPIServerTicks)/readinessApps)
+	s.Add("refresh-cpu", ticksMs(j.refreshTicks)/float64(readinessApps))
+	s.Add("refresh-apiserver-cpu", ticksMs(j.refreshAPIServerTicks)/float64(readinessApps))
 	s.Add("republished", float64(j.republished))
 }
 
@@ -826,13 +835,13 @@ func judgeAll(ctx context.Context, dir, rt, name string) (judged, error) {
 		return judged{}, err
 	}
 	defer func() { _ = h.stop(name) }()
-	err = testenv.WaitFor(ctx, verdictsTimeout, "readiness judges 10 000 Applications", func(context.Context) (bool, error) {
+	err = testenv.WaitFor(ctx, verdictsTimeout, fmt.Sprintf("readiness judges %d Applications", readinessApps), func(context.Context) (bool, error) {
 		select {
 		case <-p.exited:
 			return true, nil // reported below
 		default:
 		}
-		return count.Load() >= readinessApps, nil
+		return count.Load() >= int64(readinessApps), nil
 	})
 	select {
 	case <-p.exited:
@@ -919,7 +928,7 @@ func refreshAll(ctx context.Context, rt string, p *proc) (readiness, apiserver i
 	if err := wait(); err != nil {
 		return 0, 0, err
 	}
-	want := seen + readinessApps
+	want := seen + float64(readinessApps)
 	err = testenv.WaitFor(ctx, verdictsTimeout, fmt.Sprintf("%s sees %d refreshed Applications", p.name, readinessApps), func(context.Context) (bool, error) {
 		n, err := lagCount()
 		return n >= want, err
@@ -1141,9 +1150,9 @@ type readinessVariant struct {
 // withOwnAPIServer runs f with h pointing at a harness of its own: a new etcd and
 // kube-apiserver, and its own embedded NATS. With GPU-stack values an Application as Argo CD
 // stores it is about 80 KiB (the values in the spec, comparedTo, the sync result and three
-// history entries); the watch cache keeps every one decoded, several GB at 10 000 (the run's
-// table gives the API server's resident set). -bench.readiness-watch-cache=false starts the
-// API server with --watch-cache=false: readiness's informer then lists in pages from etcd
+// history entries); the watch cache keeps every one decoded, 1.3 GB of live heap per 1 000, so
+// by default (-bench.readiness-watch-cache=false) the API server runs with --watch-cache=false
+// (the run's table gives its resident set): readiness's informer then lists in pages from etcd
 // instead of the streaming list, so its peak (VmHWM) is the paged list's, and serving those
 // lists of 800 MB saturates that etcd (once it timed out readiness's lease renewal and
 // readiness, as it must, stopped). There readiness runs without leader election; what is
@@ -1247,7 +1256,7 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 	if buildErr != nil {
 		return 0, buildErr
 	}
-	return float64(size) / readinessApps, err
+	return float64(size) / float64(readinessApps), err
 }
 
 // writers starts 8 goroutines that run write on each item sent to the returned channel, each
