@@ -150,25 +150,25 @@ func collapseValuesFields(f *metav1.FieldsV1) *metav1.FieldsV1 {
 var errNoPath = errors.New("no such member")
 
 // collapse returns the JSON object raw with the member at path (object keys, one per level)
-// replaced by {}.
+// replaced by {}; an empty path is the object itself.
 func collapse(raw []byte, path ...string) ([]byte, error) {
+	if len(path) == 0 {
+		return []byte(`{}`), nil
+	}
+	key, rest := path[0], path[1:]
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
-	child, ok := m[path[0]]
+	child, ok := m[key]
 	if !ok {
 		return nil, errNoPath
 	}
-	if len(path) == 1 {
-		m[path[0]] = json.RawMessage(`{}`)
-	} else {
-		c, err := collapse(child, path[1:]...)
-		if err != nil {
-			return nil, err
-		}
-		m[path[0]] = c
+	c, err := collapse(child, rest...)
+	if err != nil {
+		return nil, err
 	}
+	m[key] = c
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode field set: %w", err)
