@@ -139,12 +139,12 @@ LINT_FLAGS ?=
 .PHONY: lint
 lint: ## golangci-lint every module (with the test-tier tags), and the benchmarks and chaos with theirs
 	@gl=$$(hack/tools.sh bindir golangci-lint)/golangci-lint; \
-	$$gl run $(LINT_FLAGS) --build-tags integration,e2e $(call pkgs,$(MODULES)); \
-	$$gl run $(LINT_FLAGS) --build-tags bench ./e2e/bench/...; \
-	$$gl run $(LINT_FLAGS) --build-tags benchargocd ./e2e/benchargocd/...; \
-	$$gl run $(LINT_FLAGS) --build-tags chaos ./e2e/chaos/...; \
-	$$gl run $(LINT_FLAGS) --build-tags compose ./e2e/compose/...; \
-	$$gl run $(LINT_FLAGS) --build-tags release ./e2e/release/...
+	$$gl run --allow-serial-runners $(LINT_FLAGS) --build-tags integration,e2e $(call pkgs,$(MODULES)); \
+	$$gl run --allow-serial-runners $(LINT_FLAGS) --build-tags bench ./e2e/bench/...; \
+	$$gl run --allow-serial-runners $(LINT_FLAGS) --build-tags benchargocd ./e2e/benchargocd/...; \
+	$$gl run --allow-serial-runners $(LINT_FLAGS) --build-tags chaos ./e2e/chaos/...; \
+	$$gl run --allow-serial-runners $(LINT_FLAGS) --build-tags compose ./e2e/compose/...; \
+	$$gl run --allow-serial-runners $(LINT_FLAGS) --build-tags release ./e2e/release/...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target (FUZZTIME=60s by default)
