@@ -83,7 +83,10 @@ func TestRetryAndBackToThePreviousPlan(t *testing.T) {
 		return condReason(rt, v1alpha1.ConditionStalled) == v1alpha1.ReasonRolloutFailed
 	})
 	planV2, name := stalled.Status.DesiredPlan, stalled.Status.Rollout
-	failed := h.waitRollout(name, func(r *v1alpha1.RuntimeRollout) bool { return r.Status.Outcome == v1alpha1.OutcomeFailed })
+	// As a person finds it once the planner is done with it: ended, and labelled with its outcome.
+	failed := h.waitRollout(name, func(r *v1alpha1.RuntimeRollout) bool {
+		return r.Status.Outcome == v1alpha1.OutcomeFailed && r.Labels[v1alpha1.LabelOutcome] == v1alpha1.OutcomeFailed
+	})
 
 	// retry: delete it as it was read. The planner creates the same move again and starts its step.
 	uid, rv := failed.UID, failed.ResourceVersion
