@@ -138,6 +138,7 @@ func Initialize(r *v1alpha1.RuntimeRollout, steps []v1alpha1.Step) {
 		return
 	}
 	r.Status.Steps = steps
+	r.Status.Sequence = r.ResourceVersion
 	r.Status.Phase = v1alpha1.PhasePending
 	r.Status.ObservedGeneration = r.Generation
 	r.Status.Message = fmt.Sprintf("%d steps planned", len(steps))
@@ -148,6 +149,9 @@ func Initialize(r *v1alpha1.RuntimeRollout, steps []v1alpha1.Step) {
 func Supersede(r *v1alpha1.RuntimeRollout, newer string, now time.Time) bool {
 	if r.Status.Phase.Terminal() || Started(r) {
 		return false
+	}
+	if r.Status.Phase == "" {
+		r.Status.Sequence = r.ResourceVersion // its first status write, as in Initialize
 	}
 	end(r, v1alpha1.PhaseSuperseded, v1alpha1.OutcomeSuperseded, fmt.Sprintf("superseded by plan %s before any step started", newer), now)
 	return true

@@ -274,6 +274,14 @@ type RuntimeRolloutStatus struct {
 	// StepCounts counts every step of the rollout by state.
 	// +optional
 	StepCounts *StepCounts `json:"stepCounts,omitempty"`
+	// Sequence orders the runtime's rollouts by creation without a clock: the rollout's
+	// resourceVersion when the planner first wrote its status, right after creating it. The
+	// API server hands resourceVersions out in increasing order (CompareSeq), so a later
+	// rollout has a larger one; timestamps, to the second, tie. Empty on a rollout an earlier
+	// planner wrote.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Sequence string `json:"sequence,omitempty"`
 	// StartedAt is when the first step started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
