@@ -395,6 +395,9 @@ func TestChartRBAC(t *testing.T) {
 			{"update", "operator.aicr.run", "runtimerollouts", "status", "", "r-1"},
 			{"create", "", "configmaps", "", ops, ""},
 			{"list", "", "configmaps", "", ops, ""},
+			// Plans nothing refers to (spec.rollout.historyLimit); the chart's admission policy
+			// denies the delete of any other ConfigMap (TestPlannerDeletesOnlyPlans).
+			{"delete", "", "configmaps", "", ops, "aicr-plan-x"},
 			{"create", "coordination.k8s.io", "leases", "", ops, ""},
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryPlanner)},
 			// Events about the cluster-scoped ClusterRuntime and RuntimeRollouts live in the
@@ -440,10 +443,9 @@ func TestChartRBAC(t *testing.T) {
 			{"update", "coordination.k8s.io", "leases", "", ops, v1alpha1.LeaseName(v1alpha1.BinaryReadiness)},
 			{"create", "", "configmaps", "", engineNamespace, ""},
 			{"delete", "operator.aicr.run", "clusterruntimes", "", "", "cluster"},
-			// Plans are kept: the planner deletes no ConfigMap, plan or other.
-			{"delete", "", "configmaps", "", ops, "aicr-plan-x"},
-			{"delete", "", "configmaps", "", ops, "gpu-stack"},
+			// Plans are immutable, and bundles are the user's.
 			{"update", "", "configmaps", "", ops, "gpu-stack"},
+			{"delete", "", "configmaps", "", engineNamespace, "argocd-cm"},
 			// Its Events live in the operator namespace, nowhere else.
 			{"create", "", "events", "", "default", ""},
 		},

@@ -196,6 +196,17 @@ func (c *Cache) Cached(digest string) (*Plan, bool) {
 	return e.Value.(*Plan), true
 }
 
+// Forget drops the plan with digest, so that the next Get loads it again (and Cached no
+// longer reports it): its user deleted the plan's ConfigMap.
+func (c *Cache) Forget(digest string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[digest]; ok {
+		c.lru.Remove(e)
+		delete(c.items, digest)
+	}
+}
+
 // Len is how many plans are cached.
 func (c *Cache) Len() int {
 	c.mu.Lock()

@@ -403,6 +403,28 @@ func TestCacheAdd(t *testing.T) {
 	}
 }
 
+// A forgotten plan is not reported as cached, and the next Get loads it again: its ConfigMap was
+// deleted, and whoever stores it next must not skip the store because the cache still has it.
+func TestCacheForget(t *testing.T) {
+	p, _ := cachePlan(t, "resolved")
+	s := newStore()
+	c := NewCache(s.load, 0)
+	if err := c.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	c.Forget(p.Digest())
+	c.Forget(p.Digest()) // twice is fine
+	if _, ok := c.Cached(p.Digest()); ok || c.Len() != 0 {
+		t.Fatalf("after Forget: cached %v, Len %d; want gone", ok, c.Len())
+	}
+	if _, err := c.Get(context.Background(), p.Digest()); err == nil {
+		t.Errorf("Get after Forget with no ConfigMap = nil error; want the loader's")
+	}
+	if n := s.loadsOf(p.Digest()); n != 1 {
+		t.Errorf("Get after Forget loaded %d times, want 1", n)
+	}
+}
+
 func TestGetLoaderReadsThroughTheGetter(t *testing.T) {
 	p, cm := cachePlan(t, "get")
 	g := getter{cm.Name: cm}

@@ -71,6 +71,10 @@ func (s *memStore) GetConfigMap(_ context.Context, ns, name string) (*corev1.Con
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
 }
 func (s *memStore) CreateConfigMap(context.Context, *corev1.ConfigMap) error { return nil }
+func (s *memStore) ListPlans(context.Context, string) ([]corev1.ConfigMap, error) {
+	return nil, nil
+}
+func (s *memStore) DeleteConfigMap(context.Context, string, string, string) error { return nil }
 
 // countingPublisher counts commands and remembers the last one.
 type countingPublisher struct {

@@ -310,6 +310,24 @@ func (s *cachedStore) GetConfigMap(ctx context.Context, namespace, name string) 
 	return s.Store.GetConfigMap(ctx, namespace, name)
 }
 
+// ListPlans implements Store: the plan ConfigMaps of the operator namespace come from the
+// informer's cache (not copied: callers only read them), others from the API server.
+func (s *cachedStore) ListPlans(ctx context.Context, namespace string) ([]corev1.ConfigMap, error) {
+	s.mu.Lock()
+	idx, ns, synced := s.configMaps, s.namespace, s.synced
+	s.mu.Unlock()
+	if idx == nil || namespace != ns || !synced() {
+		return s.Store.ListPlans(ctx, namespace)
+	}
+	var out []corev1.ConfigMap
+	for _, obj := range idx.List() {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Labels[v1alpha1.LabelRole] == v1alpha1.PlanRoleValue {
+			out = append(out, *cm)
+		}
+	}
+	return out, nil
+}
+
 func copyRuntime(rt *v1alpha1.ClusterRuntime, err error) metav1.Object {
 	if err != nil || rt == nil {
 		return nil

@@ -35,6 +35,7 @@ const (
 const (
 	EventRolloutCreated    = "RolloutCreated"
 	EventFinalizerReleased = "FinalizerReleased"
+	EventHistoryPruned     = "HistoryPruned"
 )
 
 // EventComponent is the source of the planner's Events (kubectl's "From" column).

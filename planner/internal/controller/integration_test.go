@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
@@ -58,11 +59,12 @@ type harness struct {
 	js    jetstream.JetStream
 	cmds  jetstream.Consumer
 	pub   *bus.Publisher
-	seen  map[string]int   // command message IDs received
-	order []string         // "release(Action)" in order
-	name  string           // the runtime's name
-	seqs  []rolloutSeq     // the largest ordering token of each rollout's commands, in order of the rollouts' first commands
-	clock clock.WithTicker // the next planner's clock (nil: the real one)
+	seen  map[string]int      // command message IDs received
+	order []string            // "release(Action)" in order
+	name  string              // the runtime's name
+	seqs  []rolloutSeq        // the largest ordering token of each rollout's commands, in order of the rollouts' first commands
+	clock clock.WithTicker    // the next planner's clock (nil: the real one)
+	apps  cache.ListerWatcher // the next planner's owned Applications (nil: none watched)
 }
 
 // rolloutSeq is the largest ordering token (bus.StepRef.Seq) of one rollout's commands.
@@ -126,7 +128,7 @@ func (h *harness) startPlannerOn(bundles BundlePuller, store Store, pub Publishe
 	log := zerolog.New(zerolog.NewTestWriter(h.t)).Level(zerolog.InfoLevel)
 	ctx = logging.Into(ctx, log)
 	rec, stopEvents := NewRecorder(h.core, "planner-test")
-	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec, Bundles: bundles, Clock: h.clock},
+	c := New(Config{Name: "planner", Namespace: ns, EngineNamespace: "argocd", Identities: []string{selfID}, Recorder: rec, Bundles: bundles, Clock: h.clock, Applications: h.apps},
 		store, pub)
 	cons, err := dispatch.EnsureConsumer(ctx, h.js, bus.ConsumerPlanner, 1)
 	if err != nil {

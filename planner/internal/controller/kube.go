@@ -30,6 +30,8 @@ type Store interface {
 	DeleteRollout(ctx context.Context, name, uid string) error
 	GetConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
+	ListPlans(ctx context.Context, namespace string) ([]corev1.ConfigMap, error)
+	DeleteConfigMap(ctx context.Context, namespace, name, uid string) error
 }
 
 // Kube is the Store on a real API server: the operator's typed client (shared/runtimeclient)
@@ -122,6 +124,22 @@ func (k *Kube) GetConfigMap(ctx context.Context, namespace, name string) (*corev
 func (k *Kube) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
 	_, err := k.core.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: v1alpha1.FieldManager})
 	return err
+}
+
+// ListPlans implements Store: the plan ConfigMaps of namespace (label role=plan).
+func (k *Kube) ListPlans(ctx context.Context, namespace string) ([]corev1.ConfigMap, error) {
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelRole: v1alpha1.PlanRoleValue}).String()
+	out, err := k.core.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// DeleteConfigMap implements Store, with a UID precondition.
+func (k *Kube) DeleteConfigMap(ctx context.Context, namespace, name, uid string) error {
+	u := typesUID(uid)
+	return k.core.CoreV1().ConfigMaps(namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &u}})
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }

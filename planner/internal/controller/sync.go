@@ -58,7 +58,9 @@ type view struct {
 //  9. engineSuspension: every owned Application written with automated sync off or on;
 //  10. writeRuntimeStatus: the runtime's status and conditions, with an Event per transition;
 //  11. labelEnded: ended rollouts get their outcome label, after the runtime's status so that
-//     the label (a convenience for selectors) does not delay the runtime's Ready.
+//     the label (a convenience for selectors) does not delay the runtime's Ready;
+//  12. prune: ended rollouts beyond spec.rollout.historyLimit, and plans nothing refers to any
+//     more, are deleted (retention.go).
 //
 // It is idempotent: running it twice in a row publishes and writes nothing the second time.
 func (c *Controller) Sync(ctx context.Context, name string) error {
@@ -74,6 +76,9 @@ func (c *Controller) Sync(ctx context.Context, name string) error {
 	// Labelled whatever the phases did: a rollout that ended stays ended.
 	if lerr := c.labelEnded(ctx, v); err == nil {
 		err = lerr
+	}
+	if err == nil {
+		err = c.prune(ctx, v)
 	}
 	return err
 }

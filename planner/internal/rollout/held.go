@@ -32,30 +32,7 @@ func Held(active []string, activeDigest string, rollouts []v1alpha1.RuntimeRollo
 	for _, n := range active {
 		h.Digests[n] = activeDigest
 	}
-	var since *v1alpha1.RuntimeRollout
-	for i := range rollouts {
-		r := &rollouts[i]
-		if r.Spec.RuntimeUID == runtimeUID && r.Status.Phase == v1alpha1.PhaseSucceeded && r.Spec.ToDigest == activeDigest && r.Status.FinishedAt != nil &&
-			(since == nil || since.Status.FinishedAt.Before(r.Status.FinishedAt)) {
-			since = r
-		}
-	}
-	var moved []*v1alpha1.RuntimeRollout
-	for i := range rollouts {
-		r := &rollouts[i]
-		if r.Spec.RuntimeUID != runtimeUID || r.Spec.FromDigest != activeDigest {
-			continue
-		}
-		switch r.Status.Phase {
-		case v1alpha1.PhaseSucceeded, v1alpha1.PhaseSuperseded, "":
-			continue
-		}
-		if since != nil && r.CreationTimestamp.Before(since.Status.FinishedAt) && r != since {
-			continue // from an earlier time the same plan was active
-		}
-		moved = append(moved, r)
-	}
-	sort.SliceStable(moved, func(i, j int) bool { return moved[i].CreationTimestamp.Before(&moved[j].CreationTimestamp) })
+	_, moved := heldFrom(activeDigest, rollouts, runtimeUID)
 	for _, r := range moved {
 		for i := range r.Status.Steps {
 			s := &r.Status.Steps[i]
@@ -105,4 +82,33 @@ func (h Holding) Plans() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// heldFrom returns the rollouts Held reads: since, the latest rollout of runtimeUID that
+// succeeded to activeDigest (nil when none is left), and moved, the rollouts from activeDigest
+// since then that did not reach their plan or are still in flight, oldest first.
+func heldFrom(activeDigest string, rollouts []v1alpha1.RuntimeRollout, runtimeUID string) (since *v1alpha1.RuntimeRollout, moved []*v1alpha1.RuntimeRollout) {
+	for i := range rollouts {
+		r := &rollouts[i]
+		if r.Spec.RuntimeUID == runtimeUID && r.Status.Phase == v1alpha1.PhaseSucceeded && r.Spec.ToDigest == activeDigest && r.Status.FinishedAt != nil &&
+			(since == nil || since.Status.FinishedAt.Before(r.Status.FinishedAt)) {
+			since = r
+		}
+	}
+	for i := range rollouts {
+		r := &rollouts[i]
+		if r.Spec.RuntimeUID != runtimeUID || r.Spec.FromDigest != activeDigest {
+			continue
+		}
+		switch r.Status.Phase {
+		case v1alpha1.PhaseSucceeded, v1alpha1.PhaseSuperseded, "":
+			continue
+		}
+		if since != nil && r.CreationTimestamp.Before(since.Status.FinishedAt) && r != since {
+			continue // from an earlier time the same plan was active
+		}
+		moved = append(moved, r)
+	}
+	sort.SliceStable(moved, func(i, j int) bool { return moved[i].CreationTimestamp.Before(&moved[j].CreationTimestamp) })
+	return since, moved
 }

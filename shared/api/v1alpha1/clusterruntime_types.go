@@ -182,6 +182,15 @@ type RolloutSettings struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	Parallelism int32 `json:"parallelism,omitempty"`
+	// HistoryLimit is how many ended rollouts of the runtime are kept, newest first, with the
+	// plan ConfigMaps they name; older ones are deleted by the planner. A rollout in flight, and
+	// an ended one that what the stack holds is still read from, is never deleted, whatever the
+	// limit; a person may delete older ones (kubectl delete runtimerollout).
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	HistoryLimit int32 `json:"historyLimit,omitempty"`
 }
 
 // ValidationSettings switches validation.
