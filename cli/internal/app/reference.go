@@ -43,12 +43,7 @@ func Reference() string {
 			if c.GroupID != g.ID || !c.IsAvailableCommand() {
 				continue
 			}
-			writeCommand(&b, c)
-			for _, sub := range c.Commands() {
-				if sub.IsAvailableCommand() {
-					writeCommand(&b, sub)
-				}
-			}
+			writeCommand(&b, c) // and its subcommands
 		}
 	}
 	b.WriteString("## Flags of every command\n\n")

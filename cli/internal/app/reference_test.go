@@ -44,6 +44,14 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		if code != 0 || !strings.Contains(out.String(), "Examples:\n  ") || !strings.Contains(out.String(), "Usage:\n  kubectl aicr "+c.Name()) {
 			t.Errorf("%s --help: exit %d, without usage or examples:\n%s", c.Name(), code, out.String())
 		}
+		if n := strings.Count(ref, "\n## kubectl aicr "+c.Name()+"\n"); n > 1 {
+			t.Errorf("the reference has %d sections for %s, want one", n, c.Name())
+		}
+		for _, sub := range c.Commands() {
+			if n := strings.Count(ref, "\n## "+sub.CommandPath()+"\n"); sub.IsAvailableCommand() && n != 1 {
+				t.Errorf("the reference has %d sections for %s, want one", n, sub.CommandPath())
+			}
+		}
 		if !strings.Contains(ref, "\n## kubectl aicr "+c.Name()+"\n") {
 			t.Errorf("the reference has no section for %s", c.Name())
 		}
