@@ -11,7 +11,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
+	"github.com/aicr-run/aicr-operator/servicekit/service"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
@@ -30,6 +34,8 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+
+	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
 )
 
 // Named timeouts of the waits below.
@@ -40,8 +46,84 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+// auditLog is the API server's audit log of every list, watch and get of an Application
+// (auditArgs), which TestReadiness reads to prove readiness asks only for the Applications it
+// owns.
+var auditLog string
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "aicr-readiness-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	args, err := auditArgs(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	auditLog = filepath.Join(dir, "audit.log")
 	// No Argo CD CRDs at start: the watcher must find them when they are installed later.
-	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true}))
+	return testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true, APIServerArgs: args})
+}
+
+// auditArgs writes into dir an audit policy that logs each list, watch and get of an Application
+// at level Metadata (its request URI and user agent), and returns the kube-apiserver flags that
+// log it to dir/audit.log, each event written before the request is answered.
+func auditArgs(dir string) ([]string, error) {
+	const policy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["list", "watch", "get"]
+  resources: [{group: "argoproj.io", resources: ["applications"]}]
+- level: None
+`
+	path := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		return nil, err
+	}
+	return []string{"--audit-policy-file=" + path, "--audit-log-path=" + filepath.Join(dir, "audit.log"),
+		"--audit-log-mode=blocking", "--audit-log-format=json"}, nil
+}
+
+// applicationReads are readiness's lists, watches and gets of Applications in the audit log.
+func applicationReads(t *testing.T) []auditEvent {
+	t.Helper()
+	raw, err := os.ReadFile(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auditEvent
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line == "" {
+			continue
+		}
+		var e auditEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		if strings.HasPrefix(e.UserAgent, service.UserAgent(Name)) && e.ObjectRef.Resource == argoapp.ResourceApplications {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// auditEvent is what the test reads of an audit event.
+type auditEvent struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	ObjectRef  struct {
+		Resource string `json:"resource"`
+		Name     string `json:"name"`
+	} `json:"objectRef"`
 }
 
 // running is one readiness binary started with Run.
@@ -362,6 +444,63 @@ func TestReadiness(t *testing.T) {
 
 	t.Run("cancel gives a clean exit", func(t *testing.T) {
 		r.stop(t)
+	})
+
+	// An Argo CD namespace shared with other tools: readiness lists and watches only the
+	// Applications the operator owns (watch.Selector), and reads no other one, whether they
+	// were there before it started or came after.
+	t.Run("only owned Applications are listed, watched or read", func(t *testing.T) {
+		const foreign = 300
+		create := func(from, to int) {
+			t.Helper()
+			for i := from; i < to; i++ {
+				a := desired.DeepCopy()
+				a.Name = fmt.Sprintf("foreign-%03d", i)
+				a.Labels = map[string]string{v1alpha1.LabelManagedBy: "another-tool"}
+				if i%2 == 1 {
+					a.Labels = nil
+				}
+				if _, err := apps.Create(ctx, a, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		create(0, foreign/2)
+		r := start(t, env, ns.URL)
+		defer r.stop(t)
+		create(foreign/2, foreign)
+		// An owned Application after the foreign ones: its verdict says readiness listed and
+		// watched, and that the watch delivered what came after the foreign ones.
+		if _, err := apps.Create(ctx, desired.DeepCopy(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var v bus.ReleaseVerdict
+		ev.next(t, bus.TypeReleaseVerdict, &v, func() bool { return v.Release == "gpu-operator" })
+		r.stop(t)
+
+		reads := applicationReads(t)
+		selector := watch.Selector.String()
+		listed := 0
+		for _, e := range reads {
+			u, err := url.Parse(e.RequestURI)
+			if err != nil {
+				t.Fatalf("audit request URI %q: %v", e.RequestURI, err)
+			}
+			switch e.Verb {
+			case "list", "watch":
+				listed++
+				if got := u.Query().Get("labelSelector"); got != selector {
+					t.Errorf("readiness's %s %s selects %q, want %q", e.Verb, e.RequestURI, got, selector)
+				}
+			default:
+				if strings.HasPrefix(e.ObjectRef.Name, "foreign-") {
+					t.Errorf("readiness read a foreign Application: %s %s", e.Verb, e.RequestURI)
+				}
+			}
+		}
+		if listed == 0 {
+			t.Fatalf("the audit log holds no list or watch of Applications by %s (%d reads): nothing proven", service.UserAgent(Name), len(reads))
+		}
 	})
 }
 
