@@ -4,14 +4,27 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/aicr-run/aicr-operator/servicekit/service"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -24,7 +37,149 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{}))
+	os.Exit(runMain(m))
+}
+
+// auditLog is the API server's audit log of every list, watch and get of an Application
+// (auditArgs), which TestBinaryListsAndWatchesOnlyOwnedApplications reads.
+var auditLog string
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "aicr-planner-audit-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	const policy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["list", "watch", "get"]
+  resources: [{group: "argoproj.io", resources: ["applications"]}]
+- level: None
+`
+	path := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	auditLog = filepath.Join(dir, "audit.log")
+	// Each list, watch and get of an Application at level Metadata (its request URI and user
+	// agent), written before the request is answered.
+	return testenv.RunMain(m, testenv.Options{APIServerArgs: []string{"--audit-policy-file=" + path, "--audit-log-path=" + auditLog,
+		"--audit-log-mode=blocking", "--audit-log-format=json"}})
+}
+
+// auditEvent is what the test reads of an audit event.
+type auditEvent struct {
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	ObjectRef  struct {
+		Resource string `json:"resource"`
+		Name     string `json:"name"`
+	} `json:"objectRef"`
+}
+
+// applicationReads are the planner's lists, watches and gets of Applications in the audit log.
+func applicationReads(t *testing.T) []auditEvent {
+	t.Helper()
+	raw, err := os.ReadFile(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auditEvent
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line == "" {
+			continue
+		}
+		var e auditEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("audit log line %q: %v", line, err)
+		}
+		if strings.HasPrefix(e.UserAgent, service.UserAgent(Name)) && e.ObjectRef.Resource == argoapp.ResourceApplications {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// An Argo CD namespace shared with other tools: the planner lists and watches only the
+// Applications the operator owns, and reads no other one, whether they were there before it
+// started or came after.
+func TestBinaryListsAndWatchesOnlyOwnedApplications(t *testing.T) {
+	env := testenv.Current(t)
+	ctx := context.Background()
+	kube := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	argo, err := argoapp.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const foreign = 300
+	create := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			labels := fmt.Sprintf(`{%q:"another-tool"}`, v1alpha1.LabelManagedBy)
+			if i%2 == 1 {
+				labels = "{}"
+			}
+			body := fmt.Sprintf(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"foreign-%03d","namespace":"argocd","labels":%s},`+
+				`"spec":{"project":"default","destination":{"server":"https://kubernetes.default.svc","namespace":"other"},"source":{"repoURL":"https://example.com/charts","path":".","targetRevision":"HEAD"}}}`, i, labels)
+			if err := argo.RESTClient().Post().Namespace("argocd").Resource(argoapp.ResourceApplications).Body([]byte(body)).Do(ctx).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	create(0, foreign/2)
+	srv := natstest.Start(t)
+	o, _ := options(t, env, srv.URL)
+	cancel, done := run(o)
+	listing := func() int {
+		n := 0
+		for _, e := range applicationReads(t) {
+			if e.Verb == "list" || e.Verb == "watch" {
+				n++
+			}
+		}
+		return n
+	}
+	err = testenv.WaitFor(ctx, readyTimeout, "the planner's list or watch of Applications in the audit log", func(context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("planner exited: %v", err)
+		default:
+		}
+		return listing() > 0, nil
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	create(foreign/2, foreign)
+	waitExit(t, cancel, done)
+
+	selector := labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}).String()
+	for _, e := range applicationReads(t) {
+		u, err := url.Parse(e.RequestURI)
+		if err != nil {
+			t.Fatalf("audit request URI %q: %v", e.RequestURI, err)
+		}
+		switch e.Verb {
+		case "list", "watch":
+			if got := u.Query().Get("labelSelector"); got != selector {
+				t.Errorf("the planner's %s %s selects %q, want %q", e.Verb, e.RequestURI, got, selector)
+			}
+		default:
+			if strings.HasPrefix(e.ObjectRef.Name, "foreign-") {
+				t.Errorf("the planner read a foreign Application: %s %s", e.Verb, e.RequestURI)
+			}
+		}
+	}
 }
 
 func options(t *testing.T, env *testenv.Env, natsURL string) (Options, string) {
