@@ -145,10 +145,8 @@ func (f *fakeArgoCD) needsStatus(app *argov1alpha1.Application) bool {
 	if app.Annotations[v1alpha1.AnnotationReadinessGate] == "true" && app.Operation == nil {
 		return false // the applier's explicit sync follows the write
 	}
-	if app.Annotations[v1alpha1.AnnotationStepWrite] == v1alpha1.StepWriteUnchanged {
-		return app.Annotations[v1alpha1.AnnotationRefreshFor] == v1alpha1.AnnotatedStepToken(app.Annotations) && app.Annotations[v1alpha1.AnnotationArgoRefresh] != ""
-	}
-	return true
+	// Every step's write ends with its refresh request, which Argo CD answers with the status.
+	return app.Annotations[v1alpha1.AnnotationRefreshFor] == v1alpha1.AnnotatedStepToken(app.Annotations) && app.Annotations[v1alpha1.AnnotationArgoRefresh] != ""
 }
 
 func (f *fakeArgoCD) work(ctx context.Context) bool {
@@ -254,9 +252,7 @@ func syncedStatus(app *argov1alpha1.Application) {
 		},
 	}
 	app.Operation = nil
-	if app.Annotations[v1alpha1.AnnotationStepWrite] == v1alpha1.StepWriteUnchanged {
-		delete(app.Annotations, v1alpha1.AnnotationArgoRefresh)
-	}
+	delete(app.Annotations, v1alpha1.AnnotationArgoRefresh)
 }
 
 // advance is one measured step advance and its hops.

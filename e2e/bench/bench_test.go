@@ -1238,6 +1238,7 @@ func createReadinessApps(ctx context.Context, tb testing.TB, v readinessVariant)
 				break
 			}
 			a.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
+			a.Annotations[v1alpha1.AnnotationRefreshFor] = v1alpha1.AnnotatedStepToken(a.Annotations) // its refresh answered
 			syncedStatus(a)
 			for j := 2; j < 40; j++ { // a release with 40 resources
 				res := argov1alpha1.ResourceStatus{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: r.Namespace, Name: fmt.Sprintf("%s-component-%02d", r.Name, j), Status: argov1alpha1.SyncStatusCodeSynced}

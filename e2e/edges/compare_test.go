@@ -232,3 +232,70 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 		}
 	}
 }
+
+// "A sync or reconcile happened after the step began", when Argo CD compared the step's spec
+// before the step: a hand edit to the values the next plan writes, compared and synced by Argo
+// CD, then edited back with Argo CD's controller held. The step's write changes the spec (the
+// edit back made it differ), and the status then shows comparedTo, sync result and health of
+// exactly the written spec, all from before the step. The step does not pass on it: it waits
+// for the refresh its write asked for, which Argo CD answers only once it runs again.
+func TestAComparisonFromBeforeTheStepNeverPassesIt(t *testing.T) {
+	s := stacktest.Need(t)
+	rt := rolledOut(t, s)
+	const rel, key, next = "jobset", "comparedBeforeTheStep", "the-next-plans-value"
+	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
+	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
+
+	// With no planner (no drift loop), the next plan's value by hand, compared and synced.
+	startPlanner := stopPlanner(t, s)
+	patchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:%q}}}}}`, key, next))
+	waitApp(t, s, rel, stepTimeout, "the hand edit compared, Synced and Healthy", func(a *argoapp.Application) bool {
+		os := a.Status.OperationState
+		return values(t, &a.Status.Sync.ComparedTo.Source)[key] == next && a.Status.Sync.Status == argoapp.SyncStatusCodeSynced &&
+			a.Status.Health.Status == argoapp.HealthStatusHealthy && a.Operation == nil && (os == nil || os.Phase.Completed())
+	})
+	// Edited back with Argo CD held: the spec is the active plan's again, the status still the
+	// comparison of the edit.
+	release := holdArgoCD(t, s)
+	patchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:null}}}}}`, key))
+	startPlanner()
+
+	setValue(t, rel, key, next)
+	ro := change(t, s, rt.Status.ActivePlan)
+	st := stepOf(t, ro, rel, v1alpha1.ActionUpgrade)
+	id, token := stepID(ro, st), v1alpha1.StepToken(stepID(ro, st), string(ro.UID))
+	written := waitApp(t, s, rel, stepTimeout, "written by "+id, func(a *argoapp.Application) bool {
+		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Annotations[v1alpha1.AnnotationRefreshFor] == token
+	})
+	if w := written.Annotations[v1alpha1.AnnotationStepWrite]; w != v1alpha1.StepWriteChanged || values(t, &written.Status.Sync.ComparedTo.Source)[key] != next {
+		t.Fatalf("step-write %q, comparedTo %v; want a changed write over a status that already compared its values: %s", w, written.Status.Sync.ComparedTo.Source.Helm, describeApp(written))
+	}
+	waitStep(t, s, ro.Name, rel, promptTimeout, "judged, not ready while Argo CD has not compared since the write", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
+		if st.State != v1alpha1.StepInProgress {
+			return fmt.Errorf("%w: the step is %s (%s): it passed on a comparison from before its write", errStop, st.State, st.Message)
+		}
+		if f := fence(st.Verdict, v1alpha1.FenceSyncedAfterStep); st.Verdict == nil || f.State != v1alpha1.FenceOpen || !has(f.Message, id, "Argo CD has not compared since") {
+			return fmt.Errorf("verdict %+v", st.Verdict)
+		}
+		if f := fence(st.Verdict, v1alpha1.FenceComparedToSpec); f.State != v1alpha1.FencePassed {
+			return fmt.Errorf("%w: ComparedToSpec %s (%s): the status from before the step should read as the written spec's", errStop, f.State, f.Message)
+		}
+		return nil
+	})
+	release()
+	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+	}
+	cleared, _, ok := apps.FirstApp(t, rel, func(a *argoapp.Application) bool {
+		_, asked := a.Annotations[v1alpha1.AnnotationArgoRefresh]
+		return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && !asked
+	})
+	if !ok {
+		t.Fatalf("no recorded version of %s shows Argo CD answered the refresh of %s", rel, id)
+	}
+	ev, _ := rollouts.FirstStep(t, ro.Name, rel, func(s v1alpha1.Step) bool { return s.State == v1alpha1.StepSucceeded })
+	if ev.RV <= cleared.RV {
+		t.Errorf("step %s succeeded at rv %d, before Argo CD answered its refresh (rv %d)", id, ev.RV, cleared.RV)
+	}
+	rolledOut(t, s)
+}

@@ -214,62 +214,69 @@ func TestReadinessGateIsSyncedByTheOperatorInItsStep(t *testing.T) {
 	}
 }
 
-// A write that leaves an Application's spec unchanged (the gate's Apply step) is marked
-// step-write=unchanged and asks Argo CD to compare with argocd.argoproj.io/refresh, together with
-// refresh-for=<step>; Argo CD removes the refresh annotation, and the step finished only after
-// that removal was stored.
-func TestUnchangedWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
+// Every step's write asks Argo CD to compare with argocd.argoproj.io/refresh, together with
+// refresh-for=<step>, whether it changed the spec (the upgraded release, step-write=changed) or
+// left it as it was (the gate's Apply step, step-write=unchanged); Argo CD removes the refresh
+// annotation, and each step finished only after that removal was stored: the proof that Argo CD
+// compared after the step began.
+func TestEveryStepWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 	s := stacktest.Need(t)
 	bundle, spec := upgradeGPUOperator(t, s)
 	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 	ro := change(t, s, bundle, spec)
-	gate := stepOf(t, ro, "gpu-operator-readiness", v1alpha1.ActionApply)
-	id, token := stepID(ro, gate), stepToken(ro, gate)
 	waitRolloutDone(t, s, ro.Name)
 	waitRolledOut(t, s)
 
-	app := stacktest.Application(t, s, "gpu-operator-readiness")
-	if got := app.Annotations[v1alpha1.AnnotationStep]; got != id {
-		t.Fatalf("gate's step annotation %q, want %q", got, id)
-	}
-	if got := app.Annotations[v1alpha1.AnnotationStepWrite]; got != v1alpha1.StepWriteUnchanged {
-		t.Errorf("gate's step-write %q, want %q", got, v1alpha1.StepWriteUnchanged)
-	}
-	if got := app.Annotations[v1alpha1.AnnotationStepRolloutUID]; got != string(ro.UID) {
-		t.Errorf("gate's step-rollout-uid %q, want the rollout's UID %q", got, ro.UID)
-	}
-	if got := app.Annotations[v1alpha1.AnnotationRefreshFor]; got != token {
-		t.Errorf("gate's refresh-for %q, want %q", got, token)
-	}
-	if v, ok := app.Annotations[v1alpha1.AnnotationArgoRefresh]; ok {
-		t.Errorf("gate still carries %s=%q after its step", v1alpha1.AnnotationArgoRefresh, v)
-	}
+	for _, tc := range []struct {
+		release string
+		action  v1alpha1.StepAction
+		write   string
+	}{
+		{"gpu-operator", v1alpha1.ActionUpgrade, v1alpha1.StepWriteChanged},
+		{"gpu-operator-readiness", v1alpha1.ActionApply, v1alpha1.StepWriteUnchanged},
+	} {
+		st := stepOf(t, ro, tc.release, tc.action)
+		id, token := stepID(ro, st), stepToken(ro, st)
+		app := stacktest.Application(t, s, tc.release)
+		if got := app.Annotations[v1alpha1.AnnotationStep]; got != id {
+			t.Fatalf("%s's step annotation %q, want %q", tc.release, got, id)
+		}
+		if got := app.Annotations[v1alpha1.AnnotationStepWrite]; got != tc.write {
+			t.Errorf("%s's step-write %q, want %q", tc.release, got, tc.write)
+		}
+		if got := app.Annotations[v1alpha1.AnnotationStepRolloutUID]; got != string(ro.UID) {
+			t.Errorf("%s's step-rollout-uid %q, want the rollout's UID %q", tc.release, got, ro.UID)
+		}
+		if got := app.Annotations[v1alpha1.AnnotationRefreshFor]; got != token {
+			t.Errorf("%s's refresh-for %q, want %q", tc.release, got, token)
+		}
+		if v, ok := app.Annotations[v1alpha1.AnnotationArgoRefresh]; ok {
+			t.Errorf("%s still carries %s=%q after its step", tc.release, v1alpha1.AnnotationArgoRefresh, v)
+		}
 
-	asked, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
-		return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
-	})
-	if !ok {
-		t.Fatalf("no recorded version of the gate carries refresh=%s with refresh-for=%s", v1alpha1.ArgoRefreshNormal, token)
-	}
-	cleared, _, ok := apps.FirstApp(t, "gpu-operator-readiness", func(a *argoapp.Application) bool {
-		_, refresh := a.Annotations[v1alpha1.AnnotationArgoRefresh]
-		return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && !refresh
-	})
-	if !ok {
-		t.Fatalf("no recorded version of the gate shows the refresh for %s cleared", token)
-	}
-	if cleared.RV <= asked.RV {
-		t.Errorf("refresh cleared at rv %d, not after it was asked at rv %d", cleared.RV, asked.RV)
-	}
-	doneEv, _ := rollouts.FirstStep(t, ro.Name, "gpu-operator-readiness", stepSucceeded)
-	if doneEv.RV <= cleared.RV {
-		t.Errorf("the gate's step finished at rv %d, before Argo CD cleared the refresh (rv %d)", doneEv.RV, cleared.RV)
-	}
-	// The upgraded release itself was a changed write, without a refresh request.
-	gpu := stacktest.Application(t, s, "gpu-operator")
-	if gpu.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged || gpu.Annotations[v1alpha1.AnnotationRefreshFor] == stepToken(ro, stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)) {
-		t.Errorf("gpu-operator annotations %v: want step-write changed and no refresh for its step", gpu.Annotations)
+		asked, _, ok := apps.FirstApp(t, tc.release, func(a *argoapp.Application) bool {
+			return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && a.Annotations[v1alpha1.AnnotationArgoRefresh] == v1alpha1.ArgoRefreshNormal
+		})
+		if !ok {
+			t.Errorf("no recorded version of %s carries refresh=%s with refresh-for=%s", tc.release, v1alpha1.ArgoRefreshNormal, token)
+			continue
+		}
+		cleared, _, ok := apps.FirstApp(t, tc.release, func(a *argoapp.Application) bool {
+			_, refresh := a.Annotations[v1alpha1.AnnotationArgoRefresh]
+			return a.Annotations[v1alpha1.AnnotationRefreshFor] == token && !refresh
+		})
+		if !ok {
+			t.Errorf("no recorded version of %s shows the refresh for %s cleared", tc.release, token)
+			continue
+		}
+		if cleared.RV <= asked.RV {
+			t.Errorf("%s: refresh cleared at rv %d, not after it was asked at rv %d", tc.release, cleared.RV, asked.RV)
+		}
+		doneEv, _ := rollouts.FirstStep(t, ro.Name, tc.release, stepSucceeded)
+		if doneEv.RV <= cleared.RV {
+			t.Errorf("%s's step finished at rv %d, before Argo CD cleared the refresh (rv %d)", tc.release, doneEv.RV, cleared.RV)
+		}
 	}
 }
 

@@ -81,13 +81,13 @@ func TestApplyFromCache(t *testing.T) {
 			// the apply, held to the cached UID, does not create it; the name is read
 			// again and created, as changed
 			wantGets:    1,
-			wantWrites:  []string{applyVerb, createVerb, mergeVerb},
+			wantWrites:  []string{applyVerb, createVerb, mergeVerb, mergeVerb},
 			wantOutcome: bus.OutcomeWritten,
 		},
 		"a name the cache does not hold is read with a GET": {
 			setup:       func(t *testing.T, h *harness, c snapshotCache) {},
 			wantGets:    1,
-			wantWrites:  []string{createVerb, mergeVerb},
+			wantWrites:  []string{createVerb, mergeVerb, mergeVerb},
 			wantOutcome: bus.OutcomeWritten,
 		},
 	}
@@ -180,7 +180,7 @@ func TestApplyDeletedBetweenReadAndWriteIsChanged(t *testing.T) {
 	if res.Outcome != bus.OutcomeWritten || live == nil || live.Annotations[v1alpha1.AnnotationStepWrite] != v1alpha1.StepWriteChanged {
 		t.Errorf("outcome %s, stored %+v; want Written and step-write changed", res.Outcome, live)
 	}
-	if diff := cmp.Diff([]string{applyVerb, createVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
+	if diff := cmp.Diff([]string{applyVerb, createVerb, mergeVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
 	}
 }

@@ -685,14 +685,20 @@ func TestIntegrationCreateIsCreate(t *testing.T) {
 	if res.Outcome != bus.OutcomeWritten {
 		t.Fatalf("create cert-manager: %s (%s)", res.Outcome, res.Message)
 	}
+	// The create's fields are the apply's; the one Update entry is the refresh handshake's
+	// merge patch, holding its two annotations and nothing else.
 	var ours []string
 	for _, e := range w.get(t, "cert-manager").ManagedFields {
-		if e.Manager == v1alpha1.FieldManager {
-			ours = append(ours, string(e.Operation))
+		if e.Manager != v1alpha1.FieldManager {
+			continue
+		}
+		ours = append(ours, string(e.Operation))
+		if want := `{"f:metadata":{"f:annotations":{"f:` + v1alpha1.AnnotationArgoRefresh + `":{},"f:` + v1alpha1.AnnotationRefreshFor + `":{}}}}`; e.Operation == metav1.ManagedFieldsOperationUpdate && (e.FieldsV1 == nil || string(e.FieldsV1.Raw) != want) {
+			t.Errorf("aicr-operator's Update entry after a create holds %s; want the refresh handshake's annotations alone, %s", e.FieldsV1, want)
 		}
 	}
-	if !cmp.Equal(ours, []string{"Apply"}) {
-		t.Errorf("aicr-operator's managedFields entries after a create: %v; want [Apply]", ours)
+	if !cmp.Equal(ours, []string{"Apply", "Update"}) {
+		t.Errorf("aicr-operator's managedFields entries after a create: %v; want [Apply Update]", ours)
 	}
 }
 

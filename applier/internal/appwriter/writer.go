@@ -349,17 +349,23 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			return w.writeFailed(cmd, "remove the delete-rollout annotation of", name, err)
 		}
 	}
+	// The refresh handshake, after every write of the step, changed or not: Argo CD compares
+	// the Application as it is once the request is made and removes the request when it saves
+	// that comparison, so "refresh-for is this step and no request is left" proves a comparison
+	// after the step began. Nothing else does: a status whose comparedTo already equals the
+	// written spec may be a comparison from before the write (a hand edit Argo CD compared
+	// first, or the Application this one replaced: Argo CD saves status by name).
 	outcome := bus.OutcomeWritten
 	if stepWrite == v1alpha1.StepWriteUnchanged {
 		outcome = bus.OutcomeRefreshed
-		if app.Annotations[v1alpha1.AnnotationRefreshFor] != token {
-			patch, err := refreshPatch(token, uidOnly(app))
-			if err != nil {
-				return nil, dispatch.Terminal(err)
-			}
-			if app, err = w.apps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
-				return w.writeFailed(cmd, "request refresh of", name, err)
-			}
+	}
+	if app.Annotations[v1alpha1.AnnotationRefreshFor] != token {
+		patch, err := refreshPatch(token, uidOnly(app))
+		if err != nil {
+			return nil, dispatch.Terminal(err)
+		}
+		if app, err = w.apps.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager}); err != nil {
+			return w.writeFailed(cmd, "request refresh of", name, err)
 		}
 	}
 	// Under suspendEngine the engine is asked to hold still: no explicit sync either. (One left

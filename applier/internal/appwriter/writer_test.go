@@ -145,12 +145,13 @@ func TestApplyWrites(t *testing.T) {
 		"a new Application is created (never applied: that would take over a namesake made meanwhile), its fields handed to the operator's apply, and reported Written": {
 			setup:       func(t *testing.T, h *harness) *bus.ApplyCommand { return applyCmd(h.plan, "gpu-operator", 1) },
 			wantOutcome: bus.OutcomeWritten,
-			wantWrites:  []string{createVerb, mergeVerb},
+			wantWrites:  []string{createVerb, mergeVerb, mergeVerb}, // the create, the handover, the refresh
 			wantAnnotations: map[string]string{
 				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(1), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 			},
 		},
-		"a new step with the same spec is unchanged and asks Argo CD to refresh in a separate merge patch": {
+		"a new step with the same spec is unchanged and, as every step's write, asks Argo CD to refresh in a separate merge patch": {
 			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
 				h.ownedApp(t, "gpu-operator", 1)
 				return applyCmd(h.plan, "gpu-operator", 2, func(c *bus.ApplyCommand) { c.Action = v1alpha1.ActionApply })
@@ -178,10 +179,11 @@ func TestApplyWrites(t *testing.T) {
 				v1alpha1.AnnotationRefreshFor: stepToken(2),
 			},
 		},
-		"a redelivered changed command keeps step-write changed although the spec now matches": {
+		"a redelivered changed command keeps step-write changed although the spec now matches, and asks for no second refresh": {
 			setup: func(t *testing.T, h *harness) *bus.ApplyCommand {
 				cmd := applyCmd(h.plan, "gpu-operator", 1)
 				h.apply(t, cmd)
+				h.apps.update("gpu-operator", func(a *argoapp.Application) { delete(a.Annotations, v1alpha1.AnnotationArgoRefresh) })
 				h.apps.writes()
 				return cmd
 			},
@@ -189,6 +191,7 @@ func TestApplyWrites(t *testing.T) {
 			wantWrites:  []string{applyVerb},
 			wantAnnotations: map[string]string{
 				v1alpha1.AnnotationStep: testRollout + "/1", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(1),
 			},
 		},
 		"the same step of a namesake rollout, started in the same second, asks for a refresh of its own": {
@@ -218,9 +221,10 @@ func TestApplyWrites(t *testing.T) {
 				return applyCmd(h.plan, "gpu-operator", 2)
 			},
 			wantOutcome: bus.OutcomeWritten,
-			wantWrites:  []string{applyVerb},
+			wantWrites:  []string{applyVerb, mergeVerb},
 			wantAnnotations: map[string]string{
 				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(2), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 			},
 		},
 		"a changed destination is a changed write": {
@@ -230,9 +234,10 @@ func TestApplyWrites(t *testing.T) {
 				return applyCmd(h.plan, "gpu-operator", 2)
 			},
 			wantOutcome: bus.OutcomeWritten,
-			wantWrites:  []string{applyVerb},
+			wantWrites:  []string{applyVerb, mergeVerb},
 			wantAnnotations: map[string]string{
 				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(2), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 			},
 		},
 		"dropped ignoreDifferences are a changed write": {
@@ -242,9 +247,10 @@ func TestApplyWrites(t *testing.T) {
 				return applyCmd(h.plan, "gpu-operator", 2)
 			},
 			wantOutcome: bus.OutcomeWritten,
-			wantWrites:  []string{applyVerb},
+			wantWrites:  []string{applyVerb, mergeVerb},
 			wantAnnotations: map[string]string{
 				v1alpha1.AnnotationStep: testRollout + "/2", v1alpha1.AnnotationStepRolloutUID: testRolloutUID, v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationRefreshFor: stepToken(2), v1alpha1.AnnotationArgoRefresh: v1alpha1.ArgoRefreshNormal,
 			},
 		},
 	}
@@ -534,8 +540,8 @@ func TestApplyRemovesWhatNobodyStates(t *testing.T) {
 	if res.Outcome != bus.OutcomeWritten {
 		t.Errorf("outcome = %s (%s); want Written (the source differed)", res.Outcome, res.Message)
 	}
-	if diff := cmp.Diff([]string{applyVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
-		t.Errorf("writes (the apply, the removal) (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{applyVerb, mergeVerb, mergeVerb}, verbs(h.apps.writes())); diff != "" {
+		t.Errorf("writes (the apply, the removal, the refresh) (-want +got):\n%s", diff)
 	}
 	live := h.apps.live("gpu-operator")
 	if diff := cmp.Diff(want, live.Spec); diff != "" {
@@ -1139,17 +1145,25 @@ func TestApplyNeverAdoptsANamesakeMadeAfterTheRead(t *testing.T) {
 }
 
 // A created Application's fields belong to the operator's apply, not to the create's Update
-// entry: a field only an Update entry held would stay when a later apply stops stating it.
+// entry: a field only an Update entry held would stay when a later apply stops stating it. The
+// one Update entry left is the refresh handshake's merge patch, holding its two annotations.
 func TestApplyCreateHandsTheFieldsToTheApply(t *testing.T) {
 	h := newHarness(t)
 	h.apply(t, applyCmd(h.plan, "gpu-operator", 1))
 	var ours []string
 	for _, e := range h.apps.live("gpu-operator").ManagedFields {
-		if e.Manager == v1alpha1.FieldManager {
-			ours = append(ours, string(e.Operation))
+		if e.Manager != v1alpha1.FieldManager {
+			continue
+		}
+		ours = append(ours, string(e.Operation))
+		if e.Operation == metav1.ManagedFieldsOperationUpdate {
+			want := `{"f:metadata":{"f:annotations":{"f:` + v1alpha1.AnnotationArgoRefresh + `":{},"f:` + v1alpha1.AnnotationRefreshFor + `":{}}}}`
+			if e.FieldsV1 == nil || string(e.FieldsV1.Raw) != want {
+				t.Errorf("the operator's Update entry holds %s; want the refresh handshake's annotations alone, %s", e.FieldsV1, want)
+			}
 		}
 	}
-	if diff := cmp.Diff([]string{string(metav1.ManagedFieldsOperationApply)}, ours); diff != "" {
+	if diff := cmp.Diff([]string{string(metav1.ManagedFieldsOperationApply), string(metav1.ManagedFieldsOperationUpdate)}, ours); diff != "" {
 		t.Errorf("the operator's managedFields entries (-want +got):\n%s", diff)
 	}
 }

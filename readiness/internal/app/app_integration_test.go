@@ -358,6 +358,8 @@ func TestReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	desired.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
+	// The step's refresh request, as the applier leaves it once Argo CD answered it.
+	desired.Annotations[v1alpha1.AnnotationRefreshFor] = v1alpha1.AnnotatedStepToken(desired.Annotations)
 	// The test writes as Argo CD and people do (Create, Update): a generic client, test only.
 	apps := gentype.NewClient(argoapp.ResourceApplications, argo.RESTClient(), metav1.ParameterCodec, "argocd", func() *argoapp.Application { return &argoapp.Application{} })
 

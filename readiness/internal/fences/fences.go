@@ -268,32 +268,37 @@ func syncedAtRevision(app *argoapp.Application, trusted bool) v1alpha1.Fence {
 }
 
 // syncedAfterStep: Argo CD looked at the written spec after the step began, and either a sync
-// of it succeeded or the comparison found nothing to sync. For step-write changed the proof of
-// "after" is comparedTo equal to the written spec (the status before the write described
-// another one: ComparedToSpec); for unchanged it is the refresh handshake.
+// of it succeeded or the comparison found nothing to sync. The proof of "after" is the refresh
+// handshake the applier starts after every step's write, changed or not: refresh-for names the
+// step and Argo CD removed its refresh request, which it does only when it saves a comparison
+// of the Application as it stood with the request. A status whose comparedTo equals the
+// written spec is no such proof: Argo CD may have compared that spec before the step (a hand
+// edit to the same values, or the Application the step's create replaced, whose status Argo CD
+// saves by name).
 func syncedAfterStep(app *argoapp.Application, st step, trusted bool) v1alpha1.Fence {
 	name := v1alpha1.FenceSyncedAfterStep
 	if st.id == "" {
 		return open(name, "the Application carries no "+v1alpha1.AnnotationStep+" annotation: there is no step to judge it against")
 	}
+	what := "wrote the spec"
 	switch st.write {
 	case v1alpha1.StepWriteChanged:
 	case v1alpha1.StepWriteUnchanged:
 		// The step changed nothing, so no sync need follow: the sync that put the cluster at
-		// this spec may predate the step. The refresh handshake proves Argo CD compared again
-		// after the step began.
-		if st.refreshFor != st.token {
-			was := st.refreshFor
-			if was == "" {
-				was = "absent"
-			}
-			return open(name, fmt.Sprintf("step %s changed nothing; waiting for its refresh request (%s is %s)", st.id, v1alpha1.AnnotationRefreshFor, was))
-		}
-		if st.refreshing {
-			return open(name, fmt.Sprintf("step %s changed nothing; Argo CD has not processed the refresh yet (%s is still set)", st.id, v1alpha1.AnnotationArgoRefresh))
-		}
+		// this spec may predate the step.
+		what = "changed nothing"
 	default:
 		return open(name, fmt.Sprintf("annotation %s is %q: expected %s or %s (written by the applier with the step)", v1alpha1.AnnotationStepWrite, st.write, v1alpha1.StepWriteChanged, v1alpha1.StepWriteUnchanged))
+	}
+	if st.refreshFor != st.token {
+		was := st.refreshFor
+		if was == "" {
+			was = "absent"
+		}
+		return open(name, fmt.Sprintf("step %s %s; waiting for its refresh request (%s is %s)", st.id, what, v1alpha1.AnnotationRefreshFor, was))
+	}
+	if st.refreshing {
+		return open(name, fmt.Sprintf("step %s %s; Argo CD has not compared since (its refresh request %s is still set)", st.id, what, v1alpha1.AnnotationArgoRefresh))
 	}
 	spec := app.Spec.Source
 	os := app.Status.OperationState
@@ -307,10 +312,7 @@ func syncedAfterStep(app *argoapp.Application, st step, trusted bool) v1alpha1.F
 	if op := app.Operation; op != nil {
 		return open(name, fmt.Sprintf("a sync operation initiated by %s is requested and has not started", op.InitiatedBy.Describe()))
 	}
-	refreshed := ""
-	if st.write == v1alpha1.StepWriteUnchanged {
-		refreshed = fmt.Sprintf("; Argo CD compared again after step %s's refresh", st.id)
-	}
+	refreshed := fmt.Sprintf("; Argo CD compared again after step %s's refresh", st.id)
 	if os != nil {
 		switch os.Phase {
 		case argoapp.OperationTerminating:

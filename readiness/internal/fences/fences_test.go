@@ -37,8 +37,9 @@ func source(digest, values string) argoapp.ApplicationSource {
 }
 
 // readyApp is an Application written by step testStep (step-write changed) at digestWeb2 with
-// newVals that Argo CD compared, synced (automated) and found healthy: every fence passes.
-// Options move it away from that.
+// newVals that Argo CD compared after the step's refresh request (refresh-for is the step, the
+// request answered), synced (automated) and found healthy: every fence passes. Options move it
+// away from that.
 func readyApp(opts ...option) *argoapp.Application {
 	src := source(digestWeb2, newVals)
 	yes := true
@@ -46,8 +47,9 @@ func readyApp(opts ...option) *argoapp.Application {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "gpu-operator", Namespace: "argocd", ResourceVersion: "42",
 			Annotations: map[string]string{
-				v1alpha1.AnnotationStep:      testStep,
-				v1alpha1.AnnotationStepWrite: v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationStep:       testStep,
+				v1alpha1.AnnotationStepWrite:  v1alpha1.StepWriteChanged,
+				v1alpha1.AnnotationRefreshFor: testStep,
 			},
 		},
 		Spec: argoapp.ApplicationSpec{
@@ -386,7 +388,20 @@ func TestEvaluate(t *testing.T) {
 			// 04b: the annotation is visible ~40 ms until the controller removes it.
 			app:   readyApp(unchanged, refreshedStep, refreshSet),
 			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
-			fence: v1alpha1.FenceSyncedAfterStep, says: "has not processed the refresh yet",
+			fence: v1alpha1.FenceSyncedAfterStep, says: "Argo CD has not compared since",
+		},
+		"changed step whose written spec Argo CD compared before the step: never counts": {
+			// A hand edit to the plan's new values that Argo CD compared and synced, then
+			// another edit, then the step's write: comparedTo and the sync result equal the
+			// written spec, from before the step. Only the step's own refresh proves "after".
+			app:   readyApp(withAnnotation(v1alpha1.AnnotationRefreshFor, oldStep)),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "wrote the spec; waiting for its refresh request (" + v1alpha1.AnnotationRefreshFor + " is " + oldStep,
+		},
+		"changed step whose refresh request Argo CD has not answered waits": {
+			app:   readyApp(refreshSet),
+			want:  all(P, states{v1alpha1.FenceSyncedAfterStep: O}),
+			fence: v1alpha1.FenceSyncedAfterStep, says: "wrote the spec; Argo CD has not compared since",
 		},
 		"unchanged step before its refresh was requested: Synced+Healthy from before the step never counts": {
 			app:   readyApp(unchanged, withAnnotation(v1alpha1.AnnotationRefreshFor, oldStep)),
@@ -460,12 +475,15 @@ func TestEvaluate(t *testing.T) {
 		},
 		"readiness release whose succeeded operation is a namesake rollout's same step waits": {
 			app: readyApp(gate, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b"),
+				withAnnotation(v1alpha1.AnnotationRefreshFor, v1alpha1.StepToken(testStep, "rollout-uid-b")),
 				ourOperation(v1alpha1.StepToken(testStep, "rollout-uid-a"))),
 			want:  all(P, states{v1alpha1.FenceGateSynced: O}),
 			fence: v1alpha1.FenceGateSynced, says: "for step " + v1alpha1.StepToken(testStep, "rollout-uid-a"),
 		},
 		"readiness release whose succeeded operation is its own rollout's step is ready": {
-			app:  readyApp(gate, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b"), ourOperation(v1alpha1.StepToken(testStep, "rollout-uid-b"))),
+			app: readyApp(gate, withAnnotation(v1alpha1.AnnotationStepRolloutUID, "rollout-uid-b"),
+				withAnnotation(v1alpha1.AnnotationRefreshFor, v1alpha1.StepToken(testStep, "rollout-uid-b")),
+				ourOperation(v1alpha1.StepToken(testStep, "rollout-uid-b"))),
 			want: all(P, states{v1alpha1.FenceGateSynced: P}),
 		},
 		"readiness release with our operation requested and not started": {

@@ -314,6 +314,13 @@ func (q sequence) application(t *testing.T, s snapshot) *argoapp.Application {
 	if q.write == v1alpha1.StepWriteUnchanged && (q.refreshAt < 0 || (q.refreshAt > 0 && s.TMs >= q.refreshAt)) {
 		ann[v1alpha1.AnnotationRefreshFor] = replayStep
 	}
+	if q.write == v1alpha1.StepWriteChanged {
+		// The changed writes were recorded before the applier asked for a refresh after every
+		// write: no refresh request stands in them, so the handshake reads as answered from
+		// the write on, and these replays judge the fences besides it (the handshake's own
+		// replays are the unchanged ones, 04 and 04b).
+		ann[v1alpha1.AnnotationRefreshFor] = replayStep
+	}
 	app := &argoapp.Application{
 		ObjectMeta: metav1.ObjectMeta{Name: "fixture", Namespace: "argocd", Annotations: ann, ResourceVersion: s.ResourceVersion},
 		Spec:       q.spec(),

@@ -141,8 +141,14 @@ func planOf(t testing.TB, bundleDoc string) (*plan.Plan, *corev1.ConfigMap) {
 	return p, cm
 }
 
+// answered records the refresh handshake of the step app's annotations name as done: the
+// applier asked for it (refresh-for) and Argo CD removed the request.
+func answered(app *argoapp.Application) {
+	app.Annotations[v1alpha1.AnnotationRefreshFor] = v1alpha1.AnnotatedStepToken(app.Annotations)
+}
+
 // written is the Application the applier writes for step stepID, with the status Argo CD
-// writes once the sync of it succeeded.
+// writes once the sync of it succeeded (and its refresh request answered).
 func written(t testing.TB, p *plan.Plan, stepID string) *argoapp.Application {
 	t.Helper()
 	r, ok := p.Release("gpu-operator")
@@ -156,6 +162,7 @@ func written(t testing.TB, p *plan.Plan, stepID string) *argoapp.Application {
 	app.UID = types.UID("app-uid-1")
 	app.ResourceVersion = "1"
 	app.Annotations[v1alpha1.AnnotationStepWrite] = v1alpha1.StepWriteChanged
+	answered(app)
 	finished := metav1.NewTime(time.Unix(1_800_000_060, 0))
 	app.Status = argoapp.ApplicationStatus{
 		Sync: argoapp.SyncStatus{Status: argoapp.SyncStatusCodeSynced, Revision: app.Spec.Source.TargetRevision,
@@ -584,11 +591,13 @@ func TestWatcherRepublishesAReadyVerdictForAStepWrittenAgain(t *testing.T) {
 			p, _ := testPlan(t)
 			app := written(t, p, "r-1/1")
 			maps.Copy(app.Annotations, tc.first)
+			answered(app)
 			argo, rec, _ := startWatcher(t, app.DeepCopy())
 			rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
 			again := app.DeepCopy()
 			again.ResourceVersion = "2"
 			maps.Copy(again.Annotations, tc.again)
+			answered(again)
 			if _, err := argo.Update(context.Background(), again, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
