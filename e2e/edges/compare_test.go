@@ -66,25 +66,27 @@ func TestAnUpgradeThatRendersTheSameManifestsPassesOnTheComparison(t *testing.T)
 // its step as a new Application over resources that already match: Argo CD compares it
 // Synced and starts no sync, and the step passes on that comparison.
 func TestAnApplicationWrittenAgainOverMatchingResourcesPassesOnTheComparison(t *testing.T) {
-	// Known bug, found by make test on 2026-12-07 after "create is create" and the planner's
-	// level-triggered drift loop landed: the Application the step creates again is never
-	// compared by Argo CD (its controller's status update of the deleted one fails "not found"
-	// and nothing requeues the new one), so the step waits out its timeout and the runtime stays
-	// RollingOut, failing every later test of this package. Skipped until fixed; see CHANGELOG.
-	t.Skip("known bug: a step's Application created again after a hand delete is never compared by Argo CD (CHANGELOG, Known issues)")
 	s := stacktest.Need(t)
 	ctx := t.Context()
 	rt := rolledOut(t, s)
 	const rel = "nodewright-customizations"
 	old := stacktest.Application(t, s, rel)
 
-	// A rollout in flight that has started no step: paused, then a value the chart does not
-	// read, so the resources the step installs are the ones that exist.
+	// A rollout in flight that has started no step: paused (before the bundle changes, or the
+	// planner starts the step at once), then a value the chart does not read, so the resources
+	// the step installs are the ones that exist.
 	spec.Paused = true
 	t.Cleanup(func() { spec.Paused = false })
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.ApplyRuntime(ctx, spec) }); err != nil {
+		t.Fatal(err)
+	}
 	setValue(t, rel, "notReadByTheChart", "e2e-again")
 	ro := change(t, s, rt.Status.ActivePlan)
-	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
+	st := stepOf(t, ro, rel, v1alpha1.ActionUpgrade)
+	if st.StartedAt != nil {
+		t.Fatalf("step %s started while the runtime is paused", stepID(ro, st))
+	}
+	id := stepID(ro, st)
 	if err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Delete(ctx, rel, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete application %s: %v", rel, err)
 	}
@@ -116,6 +118,43 @@ func TestAnApplicationWrittenAgainOverMatchingResourcesPassesOnTheComparison(t *
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
 		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
 	}
+	rolledOut(t, s)
+}
+
+// "Delete an owned Application and the operator writes it again", during its step: the step
+// wrote it (Argo CD's controller held, so it cannot pass yet), then it is deleted by hand. No
+// drift report comes (readiness publishes none in this package), and the step's command was
+// answered; the planner's drift check sees the step's Application gone and sends the step's
+// command again, which creates it. Once Argo CD runs, the step passes on the new Application.
+func TestAnApplicationDeletedDuringItsStepIsWrittenAgainByTheStep(t *testing.T) {
+	s := stacktest.Need(t)
+	ctx := t.Context()
+	rt := rolledOut(t, s)
+	const rel = "cert-manager"
+	release := holdArgoCD(t, s)
+	setValue(t, rel, "deletedDuringItsStep", "yes")
+	ro := change(t, s, rt.Status.ActivePlan)
+	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
+	first := waitApp(t, s, rel, stepTimeout, "written by "+id, func(a *argoapp.Application) bool {
+		return a.Annotations[v1alpha1.AnnotationStep] == id
+	})
+	if err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Delete(ctx, rel, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete application %s: %v", rel, err)
+	}
+	again := waitApp(t, s, rel, promptTimeout, "written again by "+id, func(a *argoapp.Application) bool {
+		return a.UID != first.UID && a.Annotations[v1alpha1.AnnotationStep] == id
+	})
+	if got := values(t, again.Spec.Source)["deletedDuringItsStep"]; got != "yes" || again.Annotations[v1alpha1.AnnotationPlanDigest] != ro.Spec.ToDigest {
+		t.Errorf("%s written again with deletedDuringItsStep %v at plan %s; want the step's values at %s", rel, got, again.Annotations[v1alpha1.AnnotationPlanDigest], ro.Spec.ToDigest)
+	}
+	release()
+	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+	}
+	if got := stacktest.Application(t, s, rel); got.UID != again.UID {
+		t.Errorf("%s is %s after the rollout, want the Application the step wrote again (%s)", rel, got.UID, again.UID)
+	}
+	noDriftReports(t, s)
 	rolledOut(t, s)
 }
 

@@ -27,6 +27,9 @@ import (
 // it (an Application event the planner missed, readiness's report) was lost.
 const DefaultDriftResync = 30 * time.Second
 
+// goneApp is what the drift loop remembers of a deleted Application.
+type goneApp struct{ uid, step, stepRolloutUID string }
+
 // driftKey is one drift check: a release of a runtime, or (release empty) every release.
 type driftKey struct{ runtime, release string }
 
@@ -40,10 +43,11 @@ type driftKey struct{ runtime, release string }
 type appDrift struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[driftKey]
-	// gone remembers the UID of each Application the informer saw deleted, by name: a rewrite
-	// of a deleted Application is tagged with it, so the next deletion is news again.
+	// gone remembers each Application the informer saw deleted, by name: a rewrite of a
+	// deleted Application is tagged with its UID, so the next deletion is news again, and the
+	// step that wrote it tells a step's write that landed from one on its way.
 	mu   sync.Mutex
-	gone map[string]string
+	gone map[string]goneApp
 	// epoch tags a rewrite of an Application deleted before this process saw it.
 	epoch string
 }
@@ -55,7 +59,7 @@ func newAppDrift(lw cache.ListerWatcher, now time.Time) *appDrift {
 		informer: inf,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[driftKey](),
 			workqueue.TypedRateLimitingQueueConfig[driftKey]{Name: "drift"}),
-		gone:  map[string]string{},
+		gone:  map[string]goneApp{},
 		epoch: strconv.FormatInt(now.Unix(), 36),
 	}
 }
@@ -91,7 +95,7 @@ func (c *Controller) runDrift(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			if app, ok := obj.(*argoapp.Application); ok {
 				d.mu.Lock()
-				d.gone[app.Name] = string(app.UID)
+				d.gone[app.Name] = goneApp{uid: string(app.UID), step: app.Annotations[v1alpha1.AnnotationStep], stepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID]}
 				d.mu.Unlock()
 			}
 			c.appChanged(obj)
@@ -290,6 +294,12 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 	}
 	app, _ := obj.(*argoapp.Application)
 	live := rollout.Live{Exists: exists && app != nil}
+	c.drift.mu.Lock()
+	gone := c.drift.gone[name]
+	c.drift.mu.Unlock()
+	if !live.Exists {
+		live.GoneStep, live.GoneStepRolloutUID = gone.step, gone.stepRolloutUID
+	}
 	if live.Exists {
 		if app.DeletionTimestamp != nil {
 			return nil, "", observation{}, false, nil // on its way out; once gone, written again if the stack holds it
@@ -304,9 +314,7 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 	}
 	d = &bus.DriftReport{Runtime: rt.Name, Release: name, PlanDigest: digest}
 	if !live.Exists {
-		c.drift.mu.Lock()
-		uid := c.drift.gone[name]
-		c.drift.mu.Unlock()
+		uid := gone.uid
 		if uid == "" {
 			uid = c.drift.epoch
 		}

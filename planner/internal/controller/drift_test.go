@@ -198,7 +198,7 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 	// for the handler, or a check in between tags the rewrite with the epoch instead.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		h.c.drift.mu.Lock()
-		uid := h.c.drift.gone[gone.Name]
+		uid := h.c.drift.gone[gone.Name].uid
 		h.c.drift.mu.Unlock()
 		if uid != "" {
 			break

@@ -241,9 +241,12 @@ func (c *Controller) decideDrift(ctx context.Context, rt *v1alpha1.ClusterRuntim
 	case rollout.DriftRepublish:
 		if s := rollout.StepFor(r, d.Release); s != nil && (s.State == v1alpha1.StepInProgress || s.State == v1alpha1.StepBlocked) && !c.repeated(rt.Name, d, r.Spec.ToDigest) {
 			attempt := "drift-" + seen.tag
-			msg := fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
+			reason, msg := v1alpha1.EventFieldOwnershipOverridden, fmt.Sprintf("%s was edited (%v) during its step; its fields are forced back", d.Release, d.Kinds)
+			if slices.Contains(d.Kinds, bus.DriftDeleted) {
+				reason, msg = EventApplicationRewritten, fmt.Sprintf("Application %s was deleted during its step; the step writes it again (its resources were kept)", d.Release)
+			}
 			// Recorded once the applier's write succeeded (overridden), not now: it may refuse.
-			c.expectOverride(rollout.CommandID(v1alpha1.StepID(r.Name, s.Index), attempt, r.UID), override{reason: v1alpha1.EventFieldOwnershipOverridden, msg: msg, rollout: r.Name})
+			c.expectOverride(rollout.CommandID(v1alpha1.StepID(r.Name, s.Index), attempt, r.UID), override{reason: reason, msg: msg, rollout: r.Name})
 			if err := c.publishStep(ctx, rt, r, s, attempt); err != nil {
 				return r, err
 			}

@@ -16,13 +16,20 @@ type Live struct {
 	// operator's apply still owns it (no other field manager took it over).
 	PlanDigest     string
 	PlanDigestOurs bool
+	// GoneStep and GoneStepRolloutUID, when the release has no Application, are the step
+	// annotations of the one last seen deleted under its name (empty when none was seen: a
+	// planner that started since remembers none).
+	GoneStep, GoneStepRolloutUID string
 }
 
 // ExpectedPlan is the plan a release's Application must be at now, judged from state: what the
 // stack holds (h, rollout.Held, the rollout in flight included) and the Application itself.
 // judge is false when nothing is to be checked: the release is not part of the stack, a Remove
 // step of it started, or a forward step of the rollout in flight started and its write has not
-// landed yet (that write sets every field). Then:
+// landed yet (that write sets every field). A forward step whose write landed and whose
+// Application was deleted since is judged (at the rollout's plan, so the deletion is seen and
+// the step's command goes out again): its write landed when readiness judged an Application the
+// step wrote (the step has a verdict) or the Application seen deleted carried the step. Then:
 //
 //   - a release whose step in flight (or succeeded) wrote the Application, by its step and
 //     rollout UID annotations, must be at that rollout's plan;
@@ -44,6 +51,9 @@ func ExpectedPlan(h Holding, inflight *v1alpha1.RuntimeRollout, release string, 
 				return inflight.Spec.ToDigest, true
 			}
 			if s.State != v1alpha1.StepSucceeded {
+				if !live.Exists && stepWrote(inflight, s, live) {
+					return inflight.Spec.ToDigest, true // written, then deleted: the step writes it again
+				}
 				return "", false // its write is on its way, or was refused: the step says
 			}
 		}
@@ -66,4 +76,15 @@ func HoldsDrift(r *v1alpha1.RuntimeRollout, release string) bool {
 	}
 	s := StepFor(r, release)
 	return s != nil && s.Reason == v1alpha1.ReasonSpecDrifted
+}
+
+// stepWrote reports whether the step's write of a release with no Application had landed before
+// the Application went: readiness judged an Application the step wrote (the step holds a
+// verdict, which is only ever recorded for its own step and rollout), or the Application last
+// seen deleted carried the step.
+func stepWrote(r *v1alpha1.RuntimeRollout, s *v1alpha1.Step, live Live) bool {
+	if s.Verdict != nil {
+		return true
+	}
+	return live.GoneStep != "" && live.GoneStep == v1alpha1.StepID(r.Name, s.Index) && live.GoneStepRolloutUID == string(r.UID)
 }
