@@ -45,12 +45,21 @@ func (f *fakeApps) lw() cache.ListerWatcher {
 // driftHarness is a controller with the drift loop on a fake informer, the runtime at an
 // active plan, and no rollout.
 type driftHarness struct {
-	c    *Controller
-	pub  *recordingPublisher
-	rec  *record.FakeRecorder
-	apps *fakeApps
-	plan *plan.Plan
-	rt   *v1alpha1.ClusterRuntime
+	c     *Controller
+	pub   *recordingPublisher
+	rec   *record.FakeRecorder
+	apps  *fakeApps
+	plan  *plan.Plan
+	rt    *v1alpha1.ClusterRuntime
+	store *memStore
+}
+
+// setRuntime changes the runtime the store serves, under the store's lock: the drift worker
+// reads it at each check its informer's events queue.
+func (h *driftHarness) setRuntime(change func(*v1alpha1.ClusterRuntime)) {
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	change(h.rt)
 }
 
 // recordingPublisher keeps every command published.
@@ -94,12 +103,13 @@ func newDriftHarness(t *testing.T) *driftHarness {
 	}
 	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.RuntimeName, UID: "rt-uid"}}
 	rt.Status.ActivePlan, rt.Status.EnginePolicy = p.Digest(), v1alpha1.EnginePolicyArgoCDV2
-	h := &driftHarness{pub: &recordingPublisher{}, rec: record.NewFakeRecorder(100), apps: &fakeApps{w: watch.NewFake()}, plan: p, rt: rt}
+	h := &driftHarness{pub: &recordingPublisher{}, rec: record.NewFakeRecorder(100), apps: &fakeApps{w: watch.NewFake()}, plan: p, rt: rt,
+		store: &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{}}}
 	for _, r := range p.Releases {
 		h.apps.items = append(h.apps.items, *h.written(t, r.Name))
 	}
 	h.c = New(Config{Name: "planner", Namespace: "aicr-system", EngineNamespace: driftSettings.EngineNamespace,
-		Applications: h.apps.lw(), Settings: driftSettings, Recorder: h.rec, DriftResync: time.Hour}, &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{}}, h.pub)
+		Applications: h.apps.lw(), Settings: driftSettings, Recorder: h.rec, DriftResync: time.Hour}, h.store, h.pub)
 	if err := h.c.plans.Add(p); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +327,7 @@ func TestARepairIsNotRepeatedWriteAfterWrite(t *testing.T) {
 func TestAnOlderEnginePolicysApplicationsAreTheMovesToWrite(t *testing.T) {
 	h := newDriftHarness(t)
 	ctx := context.Background()
-	h.rt.Status.EnginePolicy = ""
+	h.setRuntime(func(rt *v1alpha1.ClusterRuntime) { rt.Status.EnginePolicy = "" })
 	for i, r := range h.plan.Releases {
 		old := h.written(t, r.Name)
 		old.ResourceVersion = strconv.Itoa(11 + i)
@@ -343,7 +353,7 @@ func TestAnOlderEnginePolicysApplicationsAreTheMovesToWrite(t *testing.T) {
 		t.Fatalf("published %v, want one repair of the values edited at version 20", got)
 	}
 
-	h.rt.Status.EnginePolicy = v1alpha1.EnginePolicyArgoCDV2 // the move succeeded
+	h.setRuntime(func(rt *v1alpha1.ClusterRuntime) { rt.Status.EnginePolicy = v1alpha1.EnginePolicyArgoCDV2 }) // the move succeeded
 	other := h.plan.Releases[1].Name
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: other}); err != nil {
 		t.Fatal(err)

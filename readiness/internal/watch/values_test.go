@@ -186,6 +186,7 @@ components:
 			next.ResourceVersion = "2"
 			next.Annotations[v1alpha1.AnnotationStep] = "r-2/1"
 			next.Annotations[v1alpha1.AnnotationStepStarted] = time.Unix(1_800_000_100, 0).UTC().Format(time.RFC3339)
+			answered(next)
 			if _, err := argo.Update(context.Background(), next, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
