@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"hash"
 	"strings"
 
@@ -150,30 +148,122 @@ func collapseValuesFields(f *metav1.FieldsV1) *metav1.FieldsV1 {
 var errNoPath = errors.New("no such member")
 
 // collapse returns the JSON object raw with the member at path (object keys, one per level)
-// replaced by {}; an empty path is the object itself.
+// replaced by {}, in one copy of raw: the informer runs it on every event, and decoding each
+// level into a map and encoding it again made as much garbage as decoding the Application.
+// Keys are matched as they are written (a field set's keys carry no escapes where the path
+// goes). An empty path is the object itself.
 func collapse(raw []byte, path ...string) ([]byte, error) {
-	if len(path) == 0 {
-		return []byte(`{}`), nil
+	start, end := 0, len(raw)
+	for _, key := range path {
+		s, e, err := member(raw[:end], start, key)
+		if err != nil {
+			return nil, err
+		}
+		start, end = s, e
 	}
-	key, rest := path[0], path[1:]
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
+	out := make([]byte, 0, len(raw)-(end-start)+2)
+	out = append(out, raw[:start]...)
+	out = append(out, '{', '}')
+	return append(out, raw[end:]...), nil
+}
+
+// member returns the span of the value of key in the JSON object that starts at raw[i]
+// (whitespace before it skipped).
+func member(raw []byte, i int, key string) (int, int, error) {
+	i = skipSpace(raw, i)
+	if i >= len(raw) || raw[i] != '{' {
+		return 0, 0, errors.New("field set: want an object")
 	}
-	child, ok := m[key]
-	if !ok {
-		return nil, errNoPath
+	i++
+	for {
+		i = skipSpace(raw, i)
+		if i < len(raw) && raw[i] == '}' {
+			return 0, 0, errNoPath
+		}
+		ks := i
+		ke, err := skipValue(raw, i)
+		if err != nil {
+			return 0, 0, err
+		}
+		if raw[ks] != '"' {
+			return 0, 0, errors.New("field set: want a key")
+		}
+		i = skipSpace(raw, ke)
+		if i >= len(raw) || raw[i] != ':' {
+			return 0, 0, errors.New("field set: want a colon")
+		}
+		vs := skipSpace(raw, i+1)
+		ve, err := skipValue(raw, vs)
+		if err != nil {
+			return 0, 0, err
+		}
+		if string(raw[ks+1:ke-1]) == key {
+			return vs, ve, nil
+		}
+		i = skipSpace(raw, ve)
+		switch {
+		case i < len(raw) && raw[i] == ',':
+			i++
+		case i < len(raw) && raw[i] == '}':
+			return 0, 0, errNoPath
+		default:
+			return 0, 0, errors.New("field set: want a comma or the object's end")
+		}
 	}
-	c, err := collapse(child, rest...)
-	if err != nil {
-		return nil, err
+}
+
+// skipValue returns the end of the JSON value that starts at raw[i].
+func skipValue(raw []byte, i int) (int, error) {
+	if i >= len(raw) {
+		return 0, errors.New("field set: unexpected end")
 	}
-	m[key] = c
-	out, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode field set: %w", err)
+	switch raw[i] {
+	case '"':
+		for j := i + 1; j < len(raw); j++ {
+			switch raw[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1, nil
+			}
+		}
+		return 0, errors.New("field set: unterminated string")
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(raw); j++ {
+			switch raw[j] {
+			case '"':
+				e, err := skipValue(raw, j)
+				if err != nil {
+					return 0, err
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errors.New("field set: unterminated object or array")
 	}
-	return out, nil
+	j := i
+	for j < len(raw) && !strings.ContainsRune(",}] \t\r\n", rune(raw[j])) {
+		j++
+	}
+	if j == i {
+		return 0, errors.New("field set: want a value")
+	}
+	return j, nil
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\r' || raw[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // touchesValues reports whether a drift field path is the values, inside them, or above them:

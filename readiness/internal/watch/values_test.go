@@ -3,6 +3,9 @@ package watch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +207,86 @@ components:
 				t.Errorf("%d reads of the Application, want %d", n, c.reads)
 			}
 		})
+	}
+}
+
+// collapseByMaps is collapse as it first was, each level decoded into a map and encoded again:
+// the reference collapse is held to.
+func collapseByMaps(raw []byte, path ...string) ([]byte, error) {
+	if len(path) == 0 {
+		return []byte(`{}`), nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	child, ok := m[path[0]]
+	if !ok {
+		return nil, errNoPath
+	}
+	c, err := collapseByMaps(child, path[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	m[path[0]] = c
+	return json.Marshal(m)
+}
+
+var collapseSeeds = []string{
+	`{"f:spec":{"f:source":{"f:helm":{"f:valuesObject":{".":{},"f:replicas":{}}},"f:path":{}}}}`,
+	`{"f:metadata":{"f:annotations":{"f:a/b":{}}},"f:spec":{"f:destination":{"f:server":{}},"f:source":{"f:chart":{},"f:helm":{"f:valuesObject":{"f:x":{"f:y":{}},"f:valuesObject":{}}},"f:path":{}},"f:syncPolicy":{}}}`,
+	`{"f:spec":{"f:sources":{},"f:source":{"f:helm":{"f:valuesObject":{"f:k:{\"a\":\"}\"}":{}}}}}}`,
+	` { "f:spec" : { "f:source" : { "f:helm" : { "f:releaseName":{}, "f:valuesObject" : { "f:a" : { } } } } } } `,
+	`{"f:spec":{"f:source":{"f:helm":{"f:releaseName":{}}}}}`,
+	`{"f:spec":{"f:project":{}}}`,
+	`{"f:spec":{"f:source":{"f:helm":{"f:valuesObject":[1,{"a":"b"}]}}}}`,
+	`{"f:metadata":{}}`,
+	`{"f:spec":{"f:source":"x\\"y","f:sourceHydrator":{}}}`,
+}
+
+// collapse gives what decoding each level and encoding it again gives: the same field set,
+// the values' keys cut, or no path where there is none.
+func TestCollapseMatchesDecodingEachLevel(t *testing.T) {
+	path := []string{"f:spec", "f:source", "f:helm", "f:valuesObject"}
+	for _, seed := range collapseSeeds {
+		checkCollapse(t, []byte(seed), path)
+	}
+}
+
+func FuzzCollapse(f *testing.F) {
+	for _, s := range collapseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkCollapse(t, raw, []string{"f:spec", "f:source", "f:helm", "f:valuesObject"})
+	})
+}
+
+func checkCollapse(t *testing.T, raw []byte, path []string) {
+	t.Helper()
+	want, errWant := collapseByMaps(raw, path...)
+	got, errGot := collapse(raw, path...)
+	if errWant != nil {
+		// Where the maps found no path, or no JSON, collapse must not claim one.
+		if errGot == nil && !json.Valid(raw) {
+			t.Fatalf("collapse(%s) = %s for input that is not JSON", raw, got)
+		}
+		if errors.Is(errWant, errNoPath) && errGot == nil {
+			t.Fatalf("collapse(%s) = %s, want no path", raw, got)
+		}
+		return
+	}
+	if errGot != nil {
+		t.Fatalf("collapse(%s): %v; by maps: %s", raw, errGot, want)
+	}
+	var a, b any
+	if err := json.Unmarshal(got, &a); err != nil {
+		t.Fatalf("collapse(%s) = %s, not JSON: %v", raw, got, err)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("collapse(%s) = %s, by maps %s", raw, got, want)
 	}
 }
