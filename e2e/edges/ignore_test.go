@@ -16,10 +16,12 @@ import (
 )
 
 // A webhook's certificate Secret whose data its controller fills at run time is left alone:
-// jobset's chart renders jobset-webhook-server-cert with empty data, and the Application's
-// comparison exception for that Secret's /data (with RespectIgnoreDifferences=true) keeps Argo
-// CD from calling the filled Secret OutOfSync, through a comparison and through a sync of the
-// release, and the filled data stays.
+// jobset's chart renders jobset-webhook-server-cert with empty data; once its controller filled
+// it, Argo CD compares the release Synced and a sync of the release keeps the data. The sync
+// keeps it by server-side apply (it never takes the keys another manager set) and by the
+// comparison exception for the Secret's /data with RespectIgnoreDifferences=true, which keeps
+// the excepted data even in a sync that replaces the object (without that option, a Replace
+// sync empties the Secret and this test fails).
 func TestAWebhookCertificateFilledAtRunTimeIsLeftAlone(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
