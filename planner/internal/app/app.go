@@ -172,6 +172,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer base.Close()
 	ctx = logging.Into(ctx, base.Log)
+	clk, err := controllerClock()
+	if err != nil {
+		return err
+	}
 	kube, err := controller.NewKube(base.Kube, base.KubeClient)
 	if err != nil {
 		return err
@@ -219,6 +223,7 @@ func Run(ctx context.Context, o Options) error {
 				Bundles: bundles, Applications: argo.Applications(o.EngineNamespace).ListWatch(owned),
 				Settings: o.settings(), DriftResync: o.DriftResync,
 				Parked: dispatch.ParkedStream{JS: base.JS, Publish: base.Publisher().PublishMsg},
+				Clock:  clk,
 			}, kube, base.Publisher())
 			ctrl.Restore(lctx, func(ctx context.Context, subject string) (*dispatch.Message, error) {
 				return dispatch.Last(ctx, base.JS, bus.StreamEvents, subject)
