@@ -26,6 +26,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 // NATSServer is the name of the nats-server process of a chaos stack with one NATS node (its
@@ -77,12 +78,22 @@ type ChaosOptions struct {
 	NATSNodes int
 	// Audit turns on the kube-apiserver's audit log of writes (AuditLog).
 	Audit bool
+	// Env adds variables to an instance's environment, by instance (planner-1: a test-only
+	// setting such as AICR_TEST_CLOCK_OFFSET).
+	Env map[string][]string
+	// APIProxies puts an APIProxy between every instance and the kube-apiserver (its
+	// kubeconfig names the proxy), which a test can throttle and partition (Stack.APIProxy).
+	APIProxies bool
 
 	nats      map[string]*natsNode
 	natsOrder []string
 	routes    map[[2]string]*Proxy // routes[{from, to}] carries from's route connections to to
 	webhook   *Proxy               // in front of the admission replicas
 	auditDir  string               // the audit policy (outside Dir: the apiserver reads it before Dir exists)
+
+	apiCA      *tlstest.CA          // signs the API proxies' certificates
+	apiCAPEM   []byte               // its certificate
+	apiProxies map[string]*APIProxy // by instance
 }
 
 // natsNode is one nats-server process of a chaos stack.
@@ -417,6 +428,13 @@ func (s *Stack) StartNATS(ctx context.Context, name string) error {
 // port held by another program's short connection is free again a moment later.
 const natsBindTries = 5
 
+// SpawnNATS starts a nats-server of the chaos stack (again) without waiting for it: nodes that
+// need each other for a JetStream quorum start together, then WaitNATS waits for each.
+func (s *Stack) SpawnNATS(name string) error { return s.spawnNATS(name) }
+
+// WaitNATS waits until a node started by SpawnNATS is healthy (waitNATS).
+func (s *Stack) WaitNATS(ctx context.Context, name string) error { return s.waitNATS(ctx, name) }
+
 func (s *Stack) spawnNATS(name string) error {
 	n, err := s.natsNode(name)
 	if err != nil {
@@ -527,6 +545,13 @@ func (s *Stack) stopChaos() {
 	}
 	if c.webhook != nil {
 		c.webhook.Close()
+	}
+	s.mu.Lock()
+	proxies := c.apiProxies
+	c.apiProxies = nil
+	s.mu.Unlock()
+	for _, p := range proxies {
+		p.Close()
 	}
 	if c.auditDir != "" {
 		os.RemoveAll(c.auditDir)

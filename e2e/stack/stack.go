@@ -268,6 +268,15 @@ func (s *Stack) kubeconfigFor(instance string) (string, error) {
 			ai.ImpersonateUserExtra = map[string][]string{InstanceExtra: {instance}}
 		}
 	}
+	if c := s.opts.Chaos; c != nil && c.APIProxies {
+		p, ca, err := s.apiProxyFor(instance)
+		if err != nil {
+			return "", err
+		}
+		for _, cl := range cfg.Clusters {
+			cl.Server, cl.CertificateAuthority, cl.CertificateAuthorityData = p.URL(), "", ca
+		}
+	}
 	path := filepath.Join(s.Dir, "kubeconfig-"+instance)
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
@@ -358,6 +367,12 @@ func (s *Stack) StartBinary(ctx context.Context, name string) error {
 		return err
 	}
 	argv, env := append([]string{filepath.Join(s.opts.BinDir, BinaryOf(name))}, args...), s.binaryEnv(BinaryOf(name))
+	if c := s.opts.Chaos; c != nil && len(c.Env[name]) > 0 {
+		if env == nil {
+			env = os.Environ()
+		}
+		env = append(slices.Clone(env), c.Env[name]...)
+	}
 	if s.opts.Launch != nil {
 		if argv, env, err = s.opts.Launch(BinaryOf(name), argv, env); err != nil {
 			return fmt.Errorf("launch %s: %w", name, err)

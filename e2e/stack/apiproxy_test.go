@@ -1,0 +1,133 @@
+package stack
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
+)
+
+// An API proxy forwards a request with the process's impersonation headers to its backend,
+// answers a throttled share 429 with or without Retry-After, counts the delayed requests, and
+// holds every request while partitioned until Heal.
+func TestAPIProxyForwardsThrottlesAndPartitions(t *testing.T) {
+	backend := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isWatch(r) { // one event, then the stream stays open
+			_, _ = io.WriteString(w, `{"type":"ADDED"}`+"\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		_, _ = io.WriteString(w, r.URL.Path+" as "+r.Header.Get("Impersonate-User"))
+	}))
+	t.Cleanup(backend.Close)
+	ca, err := tlstest.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Server("api-proxy-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newAPIProxy(&rest.Config{Host: backend.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, backend.URL, pair, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	get := func(ctx context.Context) (*http.Response, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/api/v1/pods", nil)
+		if err != nil {
+			return nil, "", err
+		}
+		req.Header.Set("Impersonate-User", "system:serviceaccount:aicr:applier")
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp, string(b), err
+	}
+
+	resp, body, err := get(t.Context())
+	if err != nil || resp.StatusCode != http.StatusOK || body != "/api/v1/pods as system:serviceaccount:aicr:applier" {
+		t.Fatalf("through the proxy: %v %v %q; want 200 with the path and the impersonated user", err, resp, body)
+	}
+
+	for _, noRetryAfter := range []float64{0, 1} {
+		p.SetThrottle(Throttle{Share: 1, NoRetryAfter: noRetryAfter, MaxLatency: 1})
+		resp, body, err = get(t.Context())
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"reason":"TooManyRequests"`) {
+			t.Fatalf("throttled: %v %v %q; want a 429 Status", err, resp, body)
+		}
+		if got, want := resp.Header.Get("Retry-After"), map[float64]string{0: "1", 1: ""}[noRetryAfter]; got != want {
+			t.Errorf("throttled with NoRetryAfter %v: Retry-After %q, want %q", noRetryAfter, got, want)
+		}
+	}
+	p.SetThrottle(Throttle{})
+	if resp, _, err = get(t.Context()); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("throttle ended: %v %v; want 200", err, resp)
+	}
+	if throttled, delayed := p.Counts(); throttled != 2 || delayed != 2 {
+		t.Errorf("counts: %d throttled, %d delayed; want 2 and 2", throttled, delayed)
+	}
+
+	// A watch in flight is ended; a new one is answered 410 Expired while the window lasts.
+	watch := func() (*http.Response, *bufio.Reader) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, p.URL()+"/api/v1/pods?watch=true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf, application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp, bufio.NewReader(resp.Body)
+	}
+	_, r := watch()
+	if line, err := r.ReadString('\n'); err != nil || line != `{"type":"ADDED"}`+"\n" {
+		t.Fatalf("watch through the proxy: %q, %v", line, err)
+	}
+	if n := p.ExpireWatches(time.Minute); n != 1 {
+		t.Errorf("ExpireWatches ended %d watches, want 1", n)
+	}
+	if line, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("an expired watch went on: %q", line)
+	}
+	resp, r = watch()
+	if line, err := r.ReadString('\n'); err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(line, `"type":"ERROR"`) || !strings.Contains(line, `"code":410`) {
+		t.Fatalf("a watch while expiring: %v %q, %v; want an ERROR event of a 410 Status", resp.StatusCode, line, err)
+	}
+	if p.Expired() != 1 {
+		t.Errorf("Expired() = %d, want 1", p.Expired())
+	}
+
+	client.CloseIdleConnections()
+	p.Partition()
+	ctx, cancel := context.WithTimeout(t.Context(), heldFor)
+	_, _, err = get(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("partitioned: %v; want the request held until its deadline", err)
+	}
+	p.Heal()
+	if resp, _, err = get(t.Context()); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healed: %v %v; want 200", err, resp)
+	}
+}
