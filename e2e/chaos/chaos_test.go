@@ -24,6 +24,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
+	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
@@ -201,7 +202,11 @@ func transitiveDeps(name string) []string {
 
 // Rollouts of a 14-release bundle complete while the fault model of faults_test.go runs: processes
 // SIGKILLed and paused (two replicas or candidates of every binary), etcd, the kube-apiserver,
-// NATS nodes and the fake Argo CD controller killed, a NATS node partitioned, two faults at once.
+// NATS nodes and the fake Argo CD controller killed, a NATS node partitioned, two of three NATS
+// nodes killed, a stream at its limit, a binary's API requests throttled (429) and delayed, a
+// process cut off from the API server, every watch expired (a forced relist), a release's
+// Application refused by the API server for a while, two faults at once; one planner candidate's
+// clock is 5 s ahead throughout.
 // Bundles change values, drop and bring back releases (Remove steps the test approves at random
 // moments), and sometimes change again while a rollout starts (supersede). The run fails on:
 //   - a rollout that does not end Succeeded with exactly the steps its change calls for, or an
@@ -211,6 +216,7 @@ func transitiveDeps(name string) []string {
 //     it left, a deletion no approved Remove step made, a Remove deleting a recreated namesake;
 //   - a leader-elected process writing while another held its Lease (kubeaudit_test.go);
 //   - a started step without any result once the command queue drained: a lost command;
+//   - a message parked on AICR_PARKED, though every fault ended (redelivered until it passes);
 //   - a process exit no fault explains, and any panic, data race or dropped message in any log;
 //   - fewer than -chaos.min-faults faults of a kind.
 func TestRolloutsCompleteUnderFaults(t *testing.T) {
@@ -219,6 +225,9 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = time.Now().UnixNano()
+	}
+	if *flagClockSkew != 0 {
+		t.Logf("the clock of %s is %s off for the whole run (-chaos.clock-skew)", skewedPlanner, *flagClockSkew)
 	}
 	t.Logf("seed %d: replay the same bundle changes, approvals and fault choices (their timing follows the clock) with: make chaos CHAOS_SEED=%d, or go test -tags %s ./e2e/chaos -run %s -chaos.seed=%d",
 		seed, seed, buildTag, stackTest, seed)
@@ -238,6 +247,9 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	}
 	defer eng.stop()
 	m := newMonkey(s, seed, eng, t.Logf)
+	if unknown := m.only(*flagOnly); len(unknown) > 0 || len(m.kinds) == 0 {
+		t.Fatalf("-chaos.only=%s: no fault kind named %s", *flagOnly, strings.Join(unknown, ", "))
+	}
 	supCtx, stopSupervisor := context.WithCancel(context.Background())
 	supDone := make(chan struct{})
 	go func() { defer close(supDone); m.supervise(supCtx) }()
@@ -325,6 +337,16 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	}
 	for _, v := range violations {
 		t.Error(v)
+	}
+	// Nothing parked: every fault ends, so a command that failed under one (refused, throttled,
+	// cut off) was redelivered until it passed; one parked is one given up on too early.
+	if st, err := dispatch.ReadParked(ctx, stacktest.Observer(t, s, "chaos-parked"), 5); err != nil {
+		t.Errorf("parked audit: %v", err)
+	} else {
+		t.Logf("parked audit: %d messages parked", st.Total)
+		for _, p := range st.Oldest {
+			t.Errorf("message parked under faults that all ended: #%d %s, %s gave up after %d failures: %s", p.Seq, p.Subject, p.Consumer, p.Failures, p.Error)
+		}
 	}
 	stopSupervisor()
 	<-supDone

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -13,9 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
+	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -48,6 +51,8 @@ type fault struct {
 	// a paused leader expired (no candidate may act before).
 	ref    time.Time
 	double bool
+	// note says what the fault did, for the fault log (how many requests a throttle refused).
+	note string
 }
 
 // faultKind is one kind of fault: run injects it, holds it and ends it, recording the times.
@@ -84,6 +89,7 @@ type monkey struct {
 	faults     []*fault
 	expected   []window
 	exits      int // exits by design, started again
+	refusals   int // refuse-application policies made
 	violations []string
 	locks      map[string]*sync.Mutex
 }
@@ -93,6 +99,28 @@ func newMonkey(s *stack.Stack, seed int64, eng *engineRunner, log func(string, .
 		rand: rand.New(rand.NewPCG(uint64(seed), 2)), locks: map[string]*sync.Mutex{}} //nolint:gosec // G115: a seed, any bit pattern will do
 	m.kinds = faultKinds(len(s.NATSNodes()) > 1)
 	return m
+}
+
+// only keeps the fault kinds named in the comma-separated list (every kind when it is empty), and
+// returns the names it knows no kind of.
+func (m *monkey) only(list string) (unknown []string) {
+	if list == "" {
+		return nil
+	}
+	names := strings.Split(list, ",")
+	var kept []faultKind
+	for _, k := range m.kinds {
+		if slices.Contains(names, k.name) {
+			kept = append(kept, k)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(m.kinds, func(k faultKind) bool { return k.name == n }) {
+			unknown = append(unknown, n)
+		}
+	}
+	m.kinds = kept
+	return unknown
 }
 
 // faultKinds is the fault model (docs/testing.md).
@@ -114,9 +142,16 @@ func faultKinds(natsCluster bool) []faultKind {
 		faultKind{name: "kill-" + engineProcess, component: "argocd", run: killEngine},
 	)
 	if natsCluster {
-		kinds = append(kinds, faultKind{name: "partition-nats", component: "nats", run: partitionNATS})
+		kinds = append(kinds, faultKind{name: "partition-nats", component: "nats", run: partitionNATS},
+			faultKind{name: "kill-nats-quorum", component: "nats", run: killNATSQuorum})
 	}
-	return kinds
+	return append(kinds,
+		faultKind{name: "throttle-kube-apiserver", component: "api-proxy", run: throttleAPI},
+		faultKind{name: "partition-kube-apiserver", component: "api-proxy", run: partitionAPI},
+		faultKind{name: "refuse-application", component: "admission-policy", run: refuseApplication},
+		faultKind{name: "expire-watches", component: "api-proxy", run: expireWatches},
+		faultKind{name: "fill-stream", component: "nats", run: fillStream},
+	)
 }
 
 // run injects faults until ctx ends, each after a pause of 0.5-3 s; it returns once the
@@ -211,7 +246,11 @@ func (m *monkey) record(f *fault) {
 	if f.double {
 		two = " (two at once)"
 	}
-	m.log("fault %d: %s %s%s at %s for %s", len(m.faults), f.kind, f.target, two, f.injected.Format("15:04:05.000"), f.restored.Sub(f.injected).Round(time.Millisecond))
+	note := ""
+	if f.note != "" {
+		note = " (" + f.note + ")"
+	}
+	m.log("fault %d: %s %s%s at %s for %s%s", len(m.faults), f.kind, f.target, two, f.injected.Format("15:04:05.000"), f.restored.Sub(f.injected).Round(time.Millisecond), note)
 }
 
 // expect records that who may exit by design from from to to, and returns the window's index
@@ -363,6 +402,107 @@ func killNATS(cluster bool) func(context.Context, *monkey, *fault) error {
 	}
 }
 
+// killNATSQuorum SIGKILLs two of the three nodes at once, so no stream or consumer has a quorum,
+// leaves them down 0-2 s and starts both again on their stores: nothing can be published or
+// acknowledged meanwhile, and nothing else can carry the work, so the stall counts from the
+// restart.
+func killNATSQuorum(ctx context.Context, m *monkey, f *fault) error {
+	nodes := m.s.NATSNodes()
+	m.mu.Lock()
+	m.rand.Shuffle(len(nodes), func(a, b int) { nodes[a], nodes[b] = nodes[b], nodes[a] })
+	m.mu.Unlock()
+	nodes = nodes[:2]
+	slices.Sort(nodes) // locks in one order: no deadlock with another fault's
+	for _, n := range nodes {
+		defer m.lock(n)()
+	}
+	f.target = strings.Join(nodes, "+")
+	f.injected = time.Now()
+	for _, n := range nodes {
+		if err := m.s.KillNATS(n); err != nil {
+			return err
+		}
+	}
+	pause(ctx, m.between(0, 2*time.Second))
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	// Both at once: each waits for a JetStream quorum, which only the other can give.
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		if err := m.s.SpawnNATS(n); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		go func() { errs <- m.s.WaitNATS(ctx, n) }()
+	}
+	var err error
+	for range nodes {
+		err = errors.Join(err, <-errs)
+	}
+	f.restored = time.Now()
+	f.ref = f.restored
+	return err
+}
+
+// fillStream brings the commands or the events stream to its limit for 1-4 s: its message limit
+// set to what it holds, with new messages refused (DiscardNew), as a stream whose limits or
+// storage are exhausted refuses them. Publishers must keep their messages and send them again
+// (never drop one, and never let a limit drop an old one: the stream's own DiscardOld is not
+// used here), then the limit is taken back to the stream's configuration.
+func fillStream(ctx context.Context, m *monkey, f *fault) error {
+	name := m.pick([]string{bus.StreamCommands, bus.StreamEvents})
+	f.target = name
+	js, closeNATS, err := m.jetStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeNATS()
+	var orig jetstream.StreamConfig
+	f.injected = time.Now()
+	err = testenv.WaitFor(ctx, restartTimeout, "fill stream "+name, func(ctx context.Context) (bool, error) {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return false, nil // another fault holds NATS: try again
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return false, nil
+		}
+		orig = info.Config
+		full := orig
+		full.MaxMsgs = max(int64(info.State.Msgs), 1) //nolint:gosec // G115: a count of messages
+		full.Discard = jetstream.DiscardNew
+		_, err = js.UpdateStream(ctx, full)
+		return err == nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	pause(ctx, m.between(time.Second, 4*time.Second))
+	err = testenv.WaitFor(ctx, restartTimeout, "give stream "+name+" its limits back", func(ctx context.Context) (bool, error) {
+		_, err := js.UpdateStream(ctx, orig)
+		return err == nil, nil
+	})
+	f.restored = time.Now()
+	f.ref = f.restored
+	return err
+}
+
+// jetStream connects to NATS as the observer, who may change a stream's configuration.
+func (m *monkey) jetStream(ctx context.Context) (jetstream.JetStream, func(), error) {
+	nc, err := m.s.ConnectNATS(ctx, "chaos-fill-stream")
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}
+
 // partitionNATS cuts a cluster node off from its peers and clients for 1-6 s.
 func partitionNATS(ctx context.Context, m *monkey, f *fault) error {
 	node := m.pick(m.s.NATSNodes())
@@ -376,6 +516,160 @@ func partitionNATS(ctx context.Context, m *monkey, f *fault) error {
 	err := m.s.HealNATS(node)
 	f.restored = time.Now()
 	return err
+}
+
+// apiThrottle is what throttle-kube-apiserver does to a binary's requests: half answered 429 (a
+// third of those without Retry-After, so they reach the binary's own code rather than
+// client-go's retry), and every request delayed 50-800 ms (below the 2 s a fenced leader's write
+// may take in flight: lease duration minus renew deadline).
+var apiThrottle = stack.Throttle{Share: 0.5, NoRetryAfter: 1.0 / 3, MinLatency: 50 * time.Millisecond, MaxLatency: 800 * time.Millisecond}
+
+// throttleAPI throttles every request of every instance of one binary (its API proxies) for
+// 2-6 s. The work is not handed to anyone: the stall counts from the injection, since a
+// throttled binary must keep moving. A leader whose renewals fail meanwhile exits by design.
+func throttleAPI(ctx context.Context, m *monkey, f *fault) error {
+	binary := m.pick(stack.Binaries)
+	proxies, err := m.apiProxies(binary)
+	if err != nil {
+		return err
+	}
+	hold := m.between(2*time.Second, 6*time.Second)
+	f.target = binary
+	f.injected = time.Now()
+	if slices.Contains(leaderElected, binary) {
+		for _, i := range m.s.Instances(binary) {
+			m.expect(i, f.injected, f.injected.Add(hold+m.lease+exitGrace))
+		}
+	}
+	before := 0
+	for _, p := range proxies {
+		n, _ := p.Counts()
+		before += n
+		p.SetThrottle(apiThrottle)
+	}
+	pause(ctx, hold)
+	after := 0
+	for _, p := range proxies {
+		p.SetThrottle(stack.Throttle{})
+		n, _ := p.Counts()
+		after += n
+	}
+	f.restored = time.Now()
+	f.note = fmt.Sprintf("%d requests answered 429", after-before)
+	return nil
+}
+
+// partitionAPI cuts one instance off from the kube-apiserver (its API proxy drops packets, or
+// rejects its connections): 1-4 s,
+// below what the other candidate waits before it takes a Lease over (lease duration minus a retry
+// period), so a write the instance sent before or during the cut, held in flight, lands before any
+// other process may act for it (docs/testing.md, Known limits); the stall counts from the heal,
+// since what the instance holds (a command it reports in progress, a lease) waits for it.
+func partitionAPI(ctx context.Context, m *monkey, f *fault) error {
+	binary := m.pick(stack.Binaries)
+	instance := m.pick(m.s.Instances(binary))
+	p, err := m.s.APIProxy(instance)
+	if err != nil {
+		return err
+	}
+	defer m.lock(instance)()
+	hold := m.between(time.Second, 4*time.Second)
+	f.target = instance
+	f.injected = time.Now()
+	if slices.Contains(leaderElected, binary) {
+		m.expect(instance, f.injected, f.injected.Add(hold+m.lease+exitGrace))
+	}
+	// Half the cuts drop packets (requests held, nothing closed), half reject (every connection
+	// closed, new ones refused: errors that are no API answer reach the process's code).
+	if f.note = m.pick([]string{"packets dropped", "connections rejected"}); f.note == "packets dropped" {
+		p.Partition()
+	} else {
+		p.Reject()
+	}
+	pause(ctx, hold)
+	p.Heal()
+	f.restored = time.Now()
+	f.ref = f.restored
+	return nil
+}
+
+// expireWatches ends every watch of every process and, for 0.5-2 s, answers each new watch as
+// the API server answers a watch from a resourceVersion etcd compacted away (410 Expired), so
+// every informer lists again: what a compaction does to a watch that fell behind. (etcd itself
+// is not compacted: the etcd audit reads every revision.) Nothing holds the work meanwhile, so the
+// stall counts from the injection.
+func expireWatches(ctx context.Context, m *monkey, f *fault) error {
+	var proxies []*stack.APIProxy
+	for _, b := range stack.Binaries {
+		ps, err := m.apiProxies(b)
+		if err != nil {
+			return err
+		}
+		proxies = append(proxies, ps...)
+	}
+	window := m.between(500*time.Millisecond, 2*time.Second)
+	f.target = "every process"
+	f.injected = time.Now()
+	ended, before := 0, 0
+	for _, p := range proxies {
+		before += p.Expired()
+		ended += p.ExpireWatches(window)
+	}
+	pause(ctx, window)
+	expired := 0
+	for _, p := range proxies {
+		expired += p.Expired()
+	}
+	f.restored = time.Now()
+	f.note = fmt.Sprintf("%d watches ended, %d answered 410 Expired", ended, expired-before)
+	return nil
+}
+
+// refuseApplication makes the API server refuse every write of one release's Application as
+// Forbidden for 1-6 s (an admission policy): a command that keeps failing for a while. The
+// applier must redeliver it with backoff until the write passes, neither drop it (a lost command)
+// nor park it (the run ends with the parked stream empty: --park-after failures take a minute
+// and a half). The stall counts from the policy's removal.
+func refuseApplication(ctx context.Context, m *monkey, f *fault) error {
+	r := m.pick(releaseNames())
+	m.mu.Lock()
+	m.refusals++
+	policy := fmt.Sprintf("chaos-refuse-%d", m.refusals)
+	m.mu.Unlock()
+	f.target = r
+	f.injected = time.Now()
+	allow, err := m.s.RefuseApplication(ctx, policy, r, "chaos: the cluster refuses this Application for a while")
+	if err != nil {
+		return err
+	}
+	pause(ctx, m.between(time.Second, 6*time.Second))
+	actx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
+	err = allow(actx)
+	f.restored = time.Now()
+	f.ref = f.restored
+	return err
+}
+
+func releaseNames() []string {
+	out := make([]string, len(releases))
+	for i, r := range releases {
+		out[i] = r.name
+	}
+	return out
+}
+
+// apiProxies returns the API proxies of every instance of binary.
+func (m *monkey) apiProxies(binary string) ([]*stack.APIProxy, error) {
+	var out []*stack.APIProxy
+	for _, i := range m.s.Instances(binary) {
+		p, err := m.s.APIProxy(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // killEnv SIGKILLs etcd or the kube-apiserver, leaves it down 0-1 s and starts it again. The

@@ -22,6 +22,8 @@ var (
 	flagDuration  = flag.Duration("chaos.duration", defaultDuration, "start no rollout after this long (0: no limit); the run fails if -chaos.rollouts or -chaos.min-faults was not reached by then")
 	flagMinFaults = flag.Int("chaos.min-faults", 1, "fail unless every fault kind was injected at least this often")
 	flagMinStalls = flag.Int("chaos.min-stalls", 0, "run more rollouts while a fault kind has fewer stall measurements than this (a fault measures one when it hits a rollout in flight); -chaos.duration still ends the run")
+	flagOnly      = flag.String("chaos.only", "", "deal only these fault kinds (comma-separated names of the report; empty: every kind), to aim a run at one")
+	flagClockSkew = flag.Duration("chaos.clock-skew", 5*time.Second, "how far the clock of the second planner candidate (planner-1) is off, for the whole run (0: none)")
 	flagNATSNodes = flag.Int("chaos.nats-nodes", 3, "nats-server processes: 1, or 3 for a JetStream cluster with streams at replication 3")
 )
 
@@ -36,6 +38,10 @@ const (
 var leaseFlags = []string{"--leader-elect-lease-duration=" + leaseDuration.String(),
 	"--leader-elect-renew-deadline=" + renewDeadline.String(), "--leader-elect-retry-period=" + retryPeriod.String()}
 
+// skewedPlanner is the planner candidate whose clock is off by -chaos.clock-skew: its steps'
+// and commands' times disagree with the other's by that much whenever leadership changes hands.
+const skewedPlanner = "planner-1"
+
 // stackTest is the test that needs the stack; the others are unit tests of the audits and the
 // fake Argo CD.
 const stackTest = "TestRolloutsCompleteUnderFaults"
@@ -47,12 +53,19 @@ func TestMain(m *testing.M) {
 			os.Exit(m.Run()) // -run selects unit tests only: no stack
 		}
 	}
+	env := map[string][]string{}
+	if *flagClockSkew != 0 {
+		// planner/internal/app.EnvTestClockOffset: a test-only setting no chart sets.
+		env[skewedPlanner] = []string{"AICR_TEST_CLOCK_OFFSET=" + flagClockSkew.String()}
+	}
 	os.Exit(stacktest.Main(m, stack.Options{
 		Chaos: &stack.ChaosOptions{
+			Env:        env,
 			Namespaces: namespaces(),
 			Replicas:   map[string]int{"applier": 2, "admission": 2, "planner": 2, "readiness": 2, "credrefresher": 2},
 			NATSNodes:  *flagNATSNodes,
 			Audit:      true,
+			APIProxies: true,
 		},
 		ExtraFlags: map[string][]string{
 			"planner": leaseFlags, "credrefresher": leaseFlags,
