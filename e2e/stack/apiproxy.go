@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -90,6 +92,8 @@ func newAPIProxy(admin *rest.Config, apiserver string, pair tlstest.Pair, seed u
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.Host = target.Host },
 		Transport:     transport,
 		FlushInterval: apiProxyFlushInterval,
+		// A watch ended by a fault, or by a killed API server, is no news for the test's log.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			// The API server is down (a fault of its own): what a load balancer answers.
 			http.Error(w, "api proxy: "+err.Error(), http.StatusBadGateway)
