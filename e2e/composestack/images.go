@@ -396,11 +396,11 @@ func sharedLibraries(ctx context.Context, bin string) (map[string]string, error)
 		default:
 			continue
 		}
-		real, err := filepath.EvalSymlinks(p)
+		resolved, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return nil, err
 		}
-		libs[strings.TrimPrefix(p, "/")] = real
+		libs[strings.TrimPrefix(p, "/")] = resolved
 	}
 	return libs, nil
 }

@@ -195,11 +195,15 @@ func probe(ctx context.Context, args []string) error {
 	defer cancel()
 	switch args[0] {
 	case "http":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[1], nil)
+		u, err := url.Parse(args[1])
+		if err != nil || u.Scheme != "http" || (u.Hostname() != "localhost" && u.Hostname() != "127.0.0.1") {
+			return fmt.Errorf("probe http %q: want an http://localhost or http://127.0.0.1 URL, the container's own endpoint", args[1])
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil) //nolint:gosec // G704: a loopback URL from the compose file's health check, checked above
 		if err != nil {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(req) //nolint:gosec // G704: as above
 		if err != nil {
 			return err
 		}
