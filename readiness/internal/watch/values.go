@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"hash"
 	"strings"
@@ -149,10 +150,16 @@ var errNoPath = errors.New("no such member")
 
 // collapse returns the JSON object raw with the member at path (object keys, one per level)
 // replaced by {}, in one copy of raw: the informer runs it on every event, and decoding each
-// level into a map and encoding it again made as much garbage as decoding the Application.
+// level into a map and encoding it again made as much garbage as decoding the Application. raw
+// that is not JSON is an error.
 // Keys are matched as they are written (a field set's keys carry no escapes where the path
 // goes). An empty path is the object itself.
 func collapse(raw []byte, path ...string) ([]byte, error) {
+	// The walk below reads only up to the member it cuts; what follows it is copied unread, so
+	// a field set that is not JSON as a whole is refused here (json.Valid allocates nothing).
+	if !json.Valid(raw) {
+		return nil, errors.New("field set: not JSON")
+	}
 	start, end := 0, len(raw)
 	for _, key := range path {
 		s, e, err := member(raw[:end], start, key)
