@@ -486,7 +486,15 @@ func FuzzApplicationWrites(f *testing.F) {
 			t.Fatalf("the operator's %s of an Application carrying the resources finalizer without a delete-rollout annotation was allowed (old finalizer %v, new %v)",
 				op, oldFinalizer, newFinalizer)
 		}
-		specChanged := oldRepo != newRepo || oldRev != newRev
+		// As the webhook sees them: JSON carries text as UTF-8, each invalid byte becoming U+FFFD,
+		// so two different invalid strings can arrive as the same one.
+		sent := func(s string) string {
+			b, _ := json.Marshal(s)
+			var out string
+			_ = json.Unmarshal(b, &out)
+			return out
+		}
+		specChanged := sent(oldRepo) != sent(newRepo) || sent(oldRev) != sent(newRev)
 		owned := (op == admissionv1.Create && newLabelled) || (op == admissionv1.Update && oldLabelled && newLabelled && specChanged)
 		if !operator && owned && resp.Allowed && !warned {
 			t.Fatalf("%q's %s of the spec of an Application labelled managed-by aicr-operator was allowed without a warning naming the label (warnings %q)",
