@@ -102,8 +102,8 @@ func Needs(binary string) []Need {
 		}
 	case v1alpha1.BinaryReadiness:
 		return append([]Need{
-			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"list", "watch"}, Scope: Engine,
-				Why: "the informer of owned Applications"},
+			{Group: "argoproj.io", Resource: "applications", Verbs: []string{"get", "list", "watch"}, Scope: Engine,
+				Why: "the informer of owned Applications; get: an owned Application whose Helm values differ from its plan's digest is read whole (the informer keeps the values as a digest)"},
 			{Group: "argoproj.io", Resource: "appprojects", Verbs: []string{"get"}, Scope: Engine, Names: []string{NameEngineProject},
 				Why: "whether the operator's AppProject exists (ProjectMissing); Argo CD's CRDs are found by discovery, which needs no grant"},
 			{Group: "", Resource: "configmaps", Verbs: []string{"get"}, Scope: Operator,
