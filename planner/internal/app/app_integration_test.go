@@ -4,14 +4,12 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,59 +49,19 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	const policy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  verbs: ["list", "watch", "get"]
-  resources: [{group: "argoproj.io", resources: ["applications"]}]
-- level: None
-`
-	path := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+	args, path, err := testenv.ApplicationAuditArgs(dir)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	auditLog = filepath.Join(dir, "audit.log")
-	// Each list, watch and get of an Application at level Metadata (its request URI and user
-	// agent), written before the request is answered.
-	return testenv.RunMain(m, testenv.Options{APIServerArgs: []string{"--audit-policy-file=" + path, "--audit-log-path=" + auditLog,
-		"--audit-log-mode=blocking", "--audit-log-format=json"}})
-}
-
-// auditEvent is what the test reads of an audit event.
-type auditEvent struct {
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	UserAgent  string `json:"userAgent"`
-	ObjectRef  struct {
-		Resource string `json:"resource"`
-		Name     string `json:"name"`
-	} `json:"objectRef"`
+	auditLog = path
+	return testenv.RunMain(m, testenv.Options{APIServerArgs: args})
 }
 
 // applicationReads are the planner's lists, watches and gets of Applications in the audit log.
-func applicationReads(t *testing.T) []auditEvent {
+func applicationReads(t *testing.T) []testenv.AuditEvent {
 	t.Helper()
-	raw, err := os.ReadFile(auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []auditEvent
-	for _, line := range strings.Split(string(raw), "\n") {
-		if line == "" {
-			continue
-		}
-		var e auditEvent
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("audit log line %q: %v", line, err)
-		}
-		if strings.HasPrefix(e.UserAgent, service.UserAgent(Name)) && e.ObjectRef.Resource == argoapp.ResourceApplications {
-			out = append(out, e)
-		}
-	}
-	return out
+	return testenv.ApplicationReads(t, auditLog, service.UserAgent(Name))
 }
 
 // An Argo CD namespace shared with other tools: the planner lists and watches only the

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,69 +60,20 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	args, err := auditArgs(dir)
+	args, path, err := testenv.ApplicationAuditArgs(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	auditLog = filepath.Join(dir, "audit.log")
+	auditLog = path
 	// No Argo CD CRDs at start: the watcher must find them when they are installed later.
 	return testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true, APIServerArgs: args})
 }
 
-// auditArgs writes into dir an audit policy that logs each list, watch and get of an Application
-// at level Metadata (its request URI and user agent), and returns the kube-apiserver flags that
-// log it to dir/audit.log, each event written before the request is answered.
-func auditArgs(dir string) ([]string, error) {
-	const policy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  verbs: ["list", "watch", "get"]
-  resources: [{group: "argoproj.io", resources: ["applications"]}]
-- level: None
-`
-	path := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
-		return nil, err
-	}
-	return []string{"--audit-policy-file=" + path, "--audit-log-path=" + filepath.Join(dir, "audit.log"),
-		"--audit-log-mode=blocking", "--audit-log-format=json"}, nil
-}
-
 // applicationReads are readiness's lists, watches and gets of Applications in the audit log.
-func applicationReads(t *testing.T) []auditEvent {
+func applicationReads(t *testing.T) []testenv.AuditEvent {
 	t.Helper()
-	raw, err := os.ReadFile(auditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []auditEvent
-	for _, line := range strings.Split(string(raw), "\n") {
-		if line == "" {
-			continue
-		}
-		var e auditEvent
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("audit log line %q: %v", line, err)
-		}
-		if strings.HasPrefix(e.UserAgent, service.UserAgent(Name)) && e.ObjectRef.Resource == argoapp.ResourceApplications {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// auditEvent is what the test reads of an audit event.
-type auditEvent struct {
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	UserAgent  string `json:"userAgent"`
-	ObjectRef  struct {
-		Resource string `json:"resource"`
-		Name     string `json:"name"`
-	} `json:"objectRef"`
+	return testenv.ApplicationReads(t, auditLog, service.UserAgent(Name))
 }
 
 // running is one readiness binary started with Run.
