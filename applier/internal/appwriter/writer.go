@@ -224,9 +224,10 @@ func (w *Writer) Apply(ctx context.Context, cmd *bus.ApplyCommand) (*bus.ApplyRe
 // errStale says a decision made on the cached Application must be made again on a fresh read.
 var errStale = errors.New("decided on a cached application")
 
-// applyOnce reads the Application (from the cache when cached is set and it has it), decides and
-// writes. Every write of the spec is guarded by the read's resourceVersion, so a stale read ends
-// in a conflict; a decision that writes nothing returns errStale when it was made on the cache.
+// applyOnce reads the Application (from the cache when cached is set and it has it), decides
+// (decideApply) and writes (writeApplication). Every write of the spec is guarded by the read's
+// resourceVersion, so a stale read ends in a conflict; a decision that writes nothing returns
+// errStale when it was made on the cache.
 func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *argoapp.Application, gate, cached bool) (*bus.ApplyResult, error) {
 	name, stepID := desired.Name, cmd.Step.ID
 	// token names this rollout's step where the step ID may also name a namesake rollout's.
@@ -242,58 +243,147 @@ func (w *Writer) applyOnce(ctx context.Context, cmd *bus.ApplyCommand, desired *
 			return nil, err
 		}
 	}
-	if live == nil {
-		if why := changedSince(nil, cmd.Basis, token); why != "" {
-			logging.From(ctx).Info().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("repair decided from an earlier Application not carried out")
-			return applyResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
-		}
-	}
-	if live != nil {
-		outdated, ask := outdatedBy(live.Annotations, cmd.Step)
-		if outdated == "" {
-			outdated = changedSince(live, cmd.Basis, token)
-		}
-		refused := ownerEvidence(live, cmd.RuntimeUID) != "" || live.DeletionTimestamp != nil ||
-			hasResourcesFinalizer(live) || outdated != ""
-		if refused && fromCache {
-			return nil, errStale
-		}
-		if why := ownerEvidence(live, cmd.RuntimeUID); why != "" {
-			return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
-		}
-		if ask {
+	f := applyFacts{live: live, fromCache: fromCache, cmd: cmd, token: token}
+	act, why := decideApply(f)
+	for ; act == applyAskEnded || act == applyAskArmed; act, why = decideApply(f) {
+		var answer string
+		var err error
+		if act == applyAskEnded {
 			// Asked of the API server, whatever the read: while the command's rollout runs no
 			// later rollout has written the Application, so a cached copy older than the live
-			// one changes nothing here, and the write below, guarded by the copy's
-			// resourceVersion, conflicts and is decided again on a fresh read. (Only an
-			// Application or a command without an ordering token gets here: one written before
-			// the tokens, or by a repair decided from no rollout.)
-			var err error
-			if outdated, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep]); err != nil {
-				return nil, err
-			}
-			if outdated != "" && fromCache {
-				return nil, errStale
-			}
+			// one changes nothing here, and the write, guarded by the copy's resourceVersion,
+			// conflicts and is decided again on a fresh read. (Only an Application or a command
+			// without an ordering token gets here: one written before the tokens, or by a repair
+			// decided from no rollout.)
+			answer, err = w.rolloutEnded(ctx, cmd.Step, live.Annotations[v1alpha1.AnnotationStep])
+			f.ended = &answer
+		} else {
+			answer, err = w.armed(ctx, live)
+			f.unarmed = &answer
 		}
-		if outdated != "" {
-			logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("outdated command not carried out")
-			return applyResult(cmd, bus.OutcomeOutdated, "", outdated, nil), nil
-		}
-		if live.DeletionTimestamp != nil {
-			return nil, dispatch.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
-		}
-		if hasResourcesFinalizer(live) {
-			if why, err := w.armed(ctx, live); err != nil || why != "" {
-				if err != nil {
-					return nil, err
-				}
-				return applyResult(cmd, bus.OutcomeBlocked, bus.ResultReasonFinalizerPresent, fmt.Sprintf(
-					"Application %s/%s carries the finalizer %s %s: deleting it would delete the release's resources, so it is not written; remove the finalizer (kubectl -n %s patch application %s --type json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]') or remove the component through the plan",
-					live.Namespace, name, v1alpha1.ArgoResourcesFinalizer, why, live.Namespace, name), nil), nil
-			}
+		if err != nil {
+			return nil, err
 		}
 	}
+	switch act {
+	case applyStale:
+		return nil, errStale
+	case applyForeign:
+		return applyResult(cmd, bus.OutcomeForeign, v1alpha1.ReasonForeignObject, w.foreignMessage(live, why), nil), nil
+	case applyOutdated:
+		if live == nil {
+			logging.From(ctx).Info().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("repair decided from an earlier Application not carried out")
+		} else {
+			logging.From(ctx).Warn().Str(logging.KeyResourceName, name).Str(logging.KeyStep, stepID).Msg("outdated command not carried out")
+		}
+		return applyResult(cmd, bus.OutcomeOutdated, "", why, nil), nil
+	case applyDeleting:
+		return nil, dispatch.NotYet(DeletionPollInterval, "Application %s/%s is being deleted", live.Namespace, name)
+	case applyBlocked:
+		return applyResult(cmd, bus.OutcomeBlocked, bus.ResultReasonFinalizerPresent, fmt.Sprintf(
+			"Application %s/%s carries the finalizer %s %s: deleting it would delete the release's resources, so it is not written; remove the finalizer (kubectl -n %s patch application %s --type json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]') or remove the component through the plan",
+			live.Namespace, name, v1alpha1.ArgoResourcesFinalizer, why, live.Namespace, name), nil), nil
+	}
+	return w.writeApplication(ctx, cmd, desired, live, token, gate)
+}
+
+// applyAction is what applyOnce does with the Application it read (decideApply).
+type applyAction int
+
+const (
+	// applyWrite writes the plan's Application (writeApplication).
+	applyWrite applyAction = iota
+	// applyOutdated carries nothing out: a later step or repair wrote the release (why).
+	applyOutdated
+	// applyForeign leaves alone an Application that is not the runtime's (why).
+	applyForeign
+	// applyBlocked leaves alone an Application carrying the resources finalizer that no Remove
+	// in progress armed (why: armed's answer).
+	applyBlocked
+	// applyDeleting waits while Argo CD deletes the Application (NotYet).
+	applyDeleting
+	// applyStale decides again on a fresh read: a decision made on the cache writes nothing.
+	applyStale
+	// applyAskEnded asks whether the command's rollout has ended (rolloutEnded) into
+	// applyFacts.ended, and decides again.
+	applyAskEnded
+	// applyAskArmed asks whether a Remove in progress armed the finalizer (armed) into
+	// applyFacts.unarmed, and decides again.
+	applyAskArmed
+)
+
+// applyFacts is what decideApply decides from: the command, the Application read, and the
+// answers to the questions decideApply asked.
+type applyFacts struct {
+	// live is the Application read (nil: there is none); fromCache, whether the cache served it.
+	live      *argoapp.Application
+	fromCache bool
+	cmd       *bus.ApplyCommand
+	// token is the command's step token (v1alpha1.StepToken).
+	token string
+	// ended is rolloutEnded's answer (why the command is outdated, or ""); nil until asked.
+	ended *string
+	// unarmed is armed's answer (why the finalizer forbids the write, or ""); nil until asked.
+	unarmed *string
+}
+
+// decideApply decides what an Apply does with the Application read, and says why (the result's
+// message) where it refuses. In this order: a repair decided from another Application than the
+// one there is outdated (changedSince); any refusal decided on the cache is decided again on a
+// fresh read; an Application not the runtime's is foreign (ownerEvidence); a command a later
+// write of the release overtook is outdated (outdatedBy; when the tokens cannot be ordered,
+// whether its rollout ended); one being deleted is waited for; one carrying the resources
+// finalizer is written only while a Remove of it is in progress.
+func decideApply(f applyFacts) (applyAction, string) {
+	live := f.live
+	if live == nil {
+		if why := changedSince(nil, f.cmd.Basis, f.token); why != "" {
+			return applyOutdated, why
+		}
+		return applyWrite, ""
+	}
+	outdated, ask := outdatedBy(live.Annotations, f.cmd.Step)
+	if outdated == "" {
+		outdated = changedSince(live, f.cmd.Basis, f.token)
+	}
+	foreign := ownerEvidence(live, f.cmd.RuntimeUID)
+	deleting, finalizer := live.DeletionTimestamp != nil, hasResourcesFinalizer(live)
+	if f.fromCache && (foreign != "" || deleting || finalizer || outdated != "") {
+		return applyStale, ""
+	}
+	if foreign != "" {
+		return applyForeign, foreign
+	}
+	if ask {
+		if f.ended == nil {
+			return applyAskEnded, ""
+		}
+		if outdated = *f.ended; outdated != "" && f.fromCache {
+			return applyStale, ""
+		}
+	}
+	if outdated != "" {
+		return applyOutdated, outdated
+	}
+	if deleting {
+		return applyDeleting, ""
+	}
+	if finalizer {
+		if f.unarmed == nil {
+			return applyAskArmed, ""
+		}
+		if *f.unarmed != "" {
+			return applyBlocked, *f.unarmed
+		}
+	}
+	return applyWrite, ""
+}
+
+// writeApplication writes the plan's Application as applyOnce decided (live is the one read,
+// nil when there is none), asks Argo CD for the comparison that proves the step, and starts
+// a readiness release's sync; it returns the result to publish.
+func (w *Writer) writeApplication(ctx context.Context, cmd *bus.ApplyCommand, desired, live *argoapp.Application, token string, gate bool) (*bus.ApplyResult, error) {
+	name := desired.Name
 	stepWrite := stepWriteFor(live, desired)
 	var app *argoapp.Application
 	var err error
