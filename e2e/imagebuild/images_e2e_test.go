@@ -63,33 +63,16 @@ func repoRoot(t testing.TB) string {
 func buildOptions(t testing.TB, out string) imagebuild.Options {
 	t.Helper()
 	ctx := context.Background()
-	root := repoRoot(t)
-	rev, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	src, err := imagebuild.SourceOf(ctx, repoRoot(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	epoch, err := exec.Command("git", "-C", root, "log", "-1", "--format=%ct", "HEAD").Output()
+	ca, err := imagebuild.LoadCA(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := strconv.ParseInt(strings.TrimSpace(string(epoch)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	deb, err := imagebuild.FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := imagebuild.ReadCADeb(ctx, deb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return imagebuild.Options{Root: root, Out: out, Version: testVersion, Revision: strings.TrimSpace(string(rev)),
-		Epoch: time.Unix(sec, 0).UTC(), CA: ca, Log: io.Discard}
+	return imagebuild.Options{Root: src.Root, Out: out, Version: testVersion, Revision: src.Revision,
+		Epoch: src.Epoch, CA: ca, Log: io.Discard}
 }
 
 // keepLayout names a folder where the images are built once and kept for the next runs of the

@@ -206,31 +206,16 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 func releaseOptions(t *testing.T, root, out, registry, helm string, helmEnv []string) release.Options {
 	t.Helper()
 	ctx := context.Background()
-	git := func(args ...string) string {
-		b, err := exec.CommandContext(ctx, "git", append([]string{"-C", root}, args...)...).Output()
-		if err != nil {
-			t.Fatalf("git %v: %v", args, err)
-		}
-		return strings.TrimSpace(string(b))
-	}
-	sec, err := strconv.ParseInt(git("log", "-1", "--format=%ct", "HEAD"), 10, 64)
+	src, err := imagebuild.SourceOf(ctx, root, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := os.UserCacheDir()
+	ca, err := imagebuild.LoadCA(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deb, err := imagebuild.FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := imagebuild.ReadCADeb(ctx, deb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return release.Options{Root: root, Out: out, Version: testVersion, Revision: git("rev-parse", "HEAD"),
-		Epoch: time.Unix(sec, 0).UTC(), CA: ca, Registry: registry, Helm: helm, HelmEnv: helmEnv,
+	return release.Options{Root: src.Root, Out: out, Version: testVersion, Revision: src.Revision,
+		Epoch: src.Epoch, CA: ca, Registry: registry, Helm: helm, HelmEnv: helmEnv,
 		URLBase: "https://example.com/releases/" + testVersion, Log: io.Discard}
 }
 

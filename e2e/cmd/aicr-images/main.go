@@ -20,7 +20,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -72,11 +71,11 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *version == "" {
 		return errors.New("--version is required (make images passes VERSION)")
 	}
-	root, epoch, err := source(ctx, revision)
+	src, err := imagebuild.SourceOf(ctx, ".", *revision)
 	if err != nil {
 		return err
 	}
-	ca, err := caCertificates(ctx, *caDeb)
+	ca, err := imagebuild.LoadCA(ctx, *caDeb)
 	if err != nil {
 		return err
 	}
@@ -85,12 +84,12 @@ func build(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	images, err := imagebuild.Build(ctx, imagebuild.Options{Root: root, Out: *out, Version: *version, Revision: *revision, Epoch: epoch, CA: ca, Binaries: bins, Log: stderr})
+	images, err := imagebuild.Build(ctx, imagebuild.Options{Root: src.Root, Out: *out, Version: *version, Revision: src.Revision, Epoch: src.Epoch, CA: ca, Binaries: bins, Log: stderr})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "images: %d images (%s; ca-certificates %s, %d certificates) in %s, %s, built in %s\n",
-		len(images), *version, ca.Version, ca.Count, *out, epoch.UTC().Format(time.RFC3339), time.Since(start).Round(100*time.Millisecond))
+		len(images), *version, ca.Version, ca.Count, *out, src.Epoch.Format(time.RFC3339), time.Since(start).Round(100*time.Millisecond))
 	for _, img := range images {
 		fmt.Fprintf(stdout, "%-14s %s (%s)\n", img.Name, img.Digest, sizes(img.Sizes))
 	}
@@ -118,19 +117,18 @@ func releaseCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	revision := ""
-	root, epoch, err := source(ctx, &revision)
+	src, err := imagebuild.SourceOf(ctx, ".", "")
 	if err != nil {
 		return err
 	}
-	ca, err := caCertificates(ctx, *caDeb)
+	ca, err := imagebuild.LoadCA(ctx, *caDeb)
 	if err != nil {
 		return err
 	}
 	if *out == "" {
-		*out = filepath.Join(root, "dist", *version)
+		*out = filepath.Join(src.Root, "dist", *version)
 	}
-	res, err := release.Release(ctx, release.Options{Root: root, Out: *out, Version: *version, Revision: revision, Epoch: epoch,
+	res, err := release.Release(ctx, release.Options{Root: src.Root, Out: *out, Version: *version, Revision: src.Revision, Epoch: src.Epoch,
 		CA: ca, Registry: *registry, Helm: *helm, URLBase: *urlBase, Log: stderr})
 	if err != nil {
 		return err
@@ -157,8 +155,7 @@ func pluginCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if *version == "" {
 		return errors.New("--version is required (make plugin passes VERSION)")
 	}
-	revision := ""
-	root, epoch, err := source(ctx, &revision)
+	src, err := imagebuild.SourceOf(ctx, ".", "")
 	if err != nil {
 		return err
 	}
@@ -168,7 +165,7 @@ func pluginCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := os.RemoveAll(*out); err != nil {
 		return err
 	}
-	archives, err := release.Plugin(ctx, release.PluginOptions{Root: root, Out: *out, Version: *version, Revision: revision, Epoch: epoch, URLBase: *urlBase})
+	archives, err := release.Plugin(ctx, release.PluginOptions{Root: src.Root, Out: *out, Version: *version, Revision: src.Revision, Epoch: src.Epoch, URLBase: *urlBase})
 	if err != nil {
 		return err
 	}
@@ -180,36 +177,6 @@ func pluginCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "plugin %s in %s (krew manifest %s)\n", *version, *out, filepath.Join(*out, "krew", "aicr.yaml"))
 	return nil
-}
-
-// source is the repository root and the time of every timestamp, and fills in the revision
-// (git rev-parse HEAD) when empty.
-func source(ctx context.Context, revision *string) (string, time.Time, error) {
-	root, err := gitOut(ctx, "rev-parse", "--show-toplevel")
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	if *revision == "" {
-		if *revision, err = gitOut(ctx, "rev-parse", "HEAD"); err != nil {
-			return "", time.Time{}, err
-		}
-	}
-	epoch, err := sourceDateEpoch(ctx)
-	return root, epoch, err
-}
-
-// caCertificates reads the ca-certificates .deb, by default the one in the cache folder.
-func caCertificates(ctx context.Context, deb string) (*imagebuild.CACertificates, error) {
-	if deb == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return nil, err
-		}
-		if deb, err = imagebuild.FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs")); err != nil {
-			return nil, err
-		}
-	}
-	return imagebuild.ReadCADeb(ctx, deb)
 }
 
 // sizes is "linux/amd64 12.3 MB, linux/arm64 11.9 MB".
@@ -267,28 +234,4 @@ func selectBinaries(only string) ([]imagebuild.Binary, error) {
 		}
 	}
 	return out, nil
-}
-
-// sourceDateEpoch is SOURCE_DATE_EPOCH, else the time of the commit HEAD.
-func sourceDateEpoch(ctx context.Context) (time.Time, error) {
-	s := os.Getenv("SOURCE_DATE_EPOCH")
-	if s == "" {
-		var err error
-		if s, err = gitOut(ctx, "log", "-1", "--format=%ct", "HEAD"); err != nil {
-			return time.Time{}, err
-		}
-	}
-	sec, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970: %w", s, err)
-	}
-	return time.Unix(sec, 0).UTC(), nil
-}
-
-func gitOut(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, "git", args...).Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
