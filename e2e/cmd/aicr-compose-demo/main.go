@@ -12,17 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/aicr-run/aicr-operator/e2e/composestack"
 	"github.com/aicr-run/aicr-operator/e2e/stack"
-	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 func main() {
@@ -84,23 +80,14 @@ func run(binDir, project string, check, down bool, timeout time.Duration) int {
 	}()
 	bundle, err := s.ExampleBundle("1.0.0")
 	if err == nil {
-		err = s.ApplyBundle(ctx, bundle)
-	}
-	spec := stack.DefaultRuntimeSpec()
-	spec.Placement = &v1alpha1.Placement{Accelerated: &v1alpha1.NodePlacement{NodeSelector: map[string]string{stack.GPUNodeLabel: "true"}}}
-	if err == nil {
-		err = s.ApplyRuntime(ctx, spec)
+		err = s.ApplyDemo(ctx, bundle)
 	}
 	if err != nil {
 		removeOnExit = true
 		return fail(err)
 	}
-	fmt.Printf("compose-demo: ClusterRuntime applied with bundle gpu-stack 1.0.0 (%d components); rolling out\n", len(stack.ExampleComponents()))
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watchDone := watch(watchCtx, abs, s.Kubeconfig)
-	rt, err := s.WaitCondition(ctx, timeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
-	stopWatch()
-	<-watchDone
+	rt, err := s.ShowRollout(ctx, stack.Demo{Name: "compose-demo", What: fmt.Sprintf("gpu-stack 1.0.0 (%d components)", len(stack.ExampleComponents())),
+		BinDir: abs, Kubeconfig: s.Kubeconfig, Timeout: timeout, Out: os.Stdout})
 	if err != nil {
 		removeOnExit = true
 		if errors.Is(err, context.Canceled) {
@@ -126,20 +113,4 @@ Press Ctrl-C to remove the stack (docker-compose down -v); make compose-demo-dow
 	<-ctx.Done()
 	removeOnExit = true
 	return 0
-}
-
-// watch runs kubectl-aicr status --watch against the stack until ctx ends.
-func watch(ctx context.Context, binDir, kubeconfig string) <-chan struct{} {
-	done := make(chan struct{})
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "kubectl-aicr"), "status", "--watch", "--kubeconfig", kubeconfig, "--operator-namespace", stack.OperatorNamespace)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 5 * time.Second
-	go func() {
-		defer close(done)
-		if err := cmd.Run(); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(os.Stderr, "compose-demo: kubectl-aicr status --watch: %v\n", err)
-		}
-	}()
-	return done
 }

@@ -14,16 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/aicr-run/aicr-operator/e2e/stack"
-	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 )
 
 func main() {
@@ -58,23 +54,13 @@ func run(binDir, aicrDir string, check bool, timeout time.Duration) int {
 	}()
 	bundle, what, err := demoBundle(ctx, s, aicrDir)
 	if err == nil {
-		err = s.ApplyBundle(ctx, bundle)
-	}
-	spec := stack.DefaultRuntimeSpec()
-	spec.Placement = &v1alpha1.Placement{Accelerated: &v1alpha1.NodePlacement{NodeSelector: map[string]string{stack.GPUNodeLabel: "true"}}}
-	if err == nil {
-		err = s.ApplyRuntime(ctx, spec)
+		err = s.ApplyDemo(ctx, bundle)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		return 1
 	}
-	fmt.Printf("demo: ClusterRuntime applied with bundle %s; rolling out\n", what)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watchDone := showProgress(watchCtx, s, abs)
-	rt, err := s.WaitCondition(ctx, timeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
-	stopWatch()
-	<-watchDone
+	rt, err := s.ShowRollout(ctx, stack.Demo{Name: "demo", What: what, BinDir: abs, Kubeconfig: s.Env.Kubeconfig, Timeout: timeout, Out: os.Stdout})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 130
@@ -126,46 +112,4 @@ func demoBundle(ctx context.Context, s *stack.Stack, dir string) ([]byte, string
 	}
 	fmt.Print(imp.Report)
 	return imp.Document, fmt.Sprintf("%s %s (%d components, imported from %s)", imp.Bundle.Metadata.Name, imp.Bundle.Metadata.Version, len(imp.Bundle.Components), dir), nil
-}
-
-// showProgress runs the plugin's live view when it is built, else prints progress changes.
-func showProgress(ctx context.Context, s *stack.Stack, binDir string) <-chan struct{} {
-	done := make(chan struct{})
-	plugin := filepath.Join(binDir, "kubectl-aicr")
-	if _, err := os.Stat(plugin); err == nil {
-		cmd := exec.CommandContext(ctx, plugin, "status", "--watch", "--kubeconfig", s.Env.Kubeconfig, "--operator-namespace", stack.OperatorNamespace)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-		cmd.WaitDelay = 5 * time.Second
-		go func() {
-			defer close(done)
-			if err := cmd.Run(); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(os.Stderr, "demo: kubectl-aicr status --watch: %v\n", err)
-			}
-		}()
-		return done
-	}
-	go func() {
-		defer close(done)
-		last := ""
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			rt, err := s.Runtime(ctx)
-			if err != nil {
-				continue
-			}
-			line := fmt.Sprintf("%s | %s", rt.Status.Progress, stack.Blocker(rt))
-			if line != last {
-				fmt.Printf("  %s %s\n", time.Now().Format("15:04:05"), line)
-				last = line
-			}
-		}
-	}()
-	return done
 }
