@@ -240,6 +240,9 @@ func (c *Controller) reconcileDrift(ctx context.Context, k driftKey) error {
 		if !ok {
 			continue
 		}
+		if len(d.Kinds) == 0 {
+			c.forgetRepair(rt.Name, name)
+		}
 		if inflight != nil && len(d.Kinds) == 0 && !rollout.HoldsDrift(inflight, name) {
 			continue // nothing to clear: the rollout is not written for it
 		}

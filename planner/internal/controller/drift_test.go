@@ -320,6 +320,44 @@ func TestARepairIsNotRepeatedWriteAfterWrite(t *testing.T) {
 	}
 }
 
+// The same edit made again after its repair landed is new drift, forced back at the check
+// its change queues, not at the next resync (the harness's is an hour away): a check saw the
+// release as the plan says in between, so the second edit is no leftover of the first write.
+func TestTheSameEditMadeAgainAfterItsRepairLandedIsForcedBackAtOnce(t *testing.T) {
+	h := newDriftHarness(t)
+	ctx := context.Background()
+	release := h.plan.Releases[0].Name
+	edit := func(rv string) {
+		t.Helper()
+		edited := h.written(t, release)
+		edited.ResourceVersion = rv
+		edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"hand"},"replicas":2}`)}
+		h.change(t, edited)
+	}
+	check := func() []string {
+		t.Helper()
+		if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
+			t.Fatal(err)
+		}
+		return h.pub.published()
+	}
+	edit("11")
+	if got := check(); len(got) != 1 {
+		t.Fatalf("published %v, want one repair of the edit", got)
+	}
+	repaired := h.written(t, release) // the repair's write: the Application as the plan says
+	repaired.ResourceVersion = "12"
+	h.change(t, repaired)
+	if got := check(); len(got) != 1 {
+		t.Fatalf("published %v once the repair landed, want nothing more", got)
+	}
+	edit("13")
+	got := check()
+	if len(got) != 2 || !strings.HasSuffix(got[1], "/13/"+release) {
+		t.Errorf("published %v after the same edit was made again, want a second repair, of version 13", got)
+	}
+}
+
 // Applications as an operator before the argocd.v2 engine policy wrote them (no comparison
 // exceptions) are the EnginePolicyChanged rollout's to write, not drift to repair one by one;
 // another edit of one is still forced back. Under argocd.v2, exceptions removed by hand are

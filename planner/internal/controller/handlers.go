@@ -291,11 +291,12 @@ func (c *Controller) repair(ctx context.Context, rt *v1alpha1.ClusterRuntime, d 
 }
 
 // repeated reports whether the same drift of a release (kinds, fields, managers, the plan it is
-// forced back from) was forced back less than a resync ago, and records it otherwise. Each
-// write of the operator's is a new version of the Application, and so a new observation: a
-// drift the write cannot undo (a field it does not remove) would be forced back again at once,
-// write after write. Such a drift is forced back once a resync instead. An edit made again the
-// same way within a resync of its repair waits for the resync too.
+// forced back from) was forced back less than a resync ago and no check has seen the release
+// as its plan says since, and records it otherwise. Each write of the operator's is a new
+// version of the Application, and so a new observation: a drift the write cannot undo (a field
+// it does not remove) would be forced back again at once, write after write. Such a drift is
+// forced back once a resync instead. An edit made again the same way after a check saw its
+// repair land (forgetRepair) is new drift, forced back at once.
 func (c *Controller) repeated(runtime string, d *bus.DriftReport, digest string) bool {
 	key := runtime + "/" + d.Release
 	sig := digest + "\x00" + strings.Join(d.Kinds, ",") + "\x00" + strings.Join(d.Fields, ",") + "\x00" + strings.Join(d.Managers, ",")
@@ -310,6 +311,15 @@ func (c *Controller) repeated(runtime string, d *bus.DriftReport, digest string)
 	}
 	c.lastRepair[key] = lastRepair{sig: sig, at: now}
 	return false
+}
+
+// forgetRepair drops the record of the last drift forced back of a release: a check saw the
+// release as its plan says, so the repair landed (or the edit was undone), and the same edit
+// made again is new drift, not the write's leftover.
+func (c *Controller) forgetRepair(runtime, release string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.lastRepair, runtime+"/"+release)
 }
 
 // lastRepair is the last drift forced back of a release, and when.
