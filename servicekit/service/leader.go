@@ -38,19 +38,11 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 	}}
 	defer b.fence.setLeading(false)
 	// The elector runs OnStartedLeading in a goroutine it does not wait for: own it here, so
-	// work has stopped (and workErr is safe to read) before RunLeader returns, and so a work
-	// error ends the election instead of leaving the lease held by a replica doing nothing.
+	// work has stopped before RunLeader returns, and so a work error ends the election instead
+	// of leaving the lease held by a replica doing nothing.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		workErr  error
-		workDone = make(chan struct{})
-		mu       sync.Mutex
-		started  bool // work began
-		finished bool // le.Run returned: work must not begin any more
-		lost     bool
-		stale    bool // the fence closed while leading: the lease went unrenewed too long
-	)
+	run := newLeaderRun()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   b.opts.LeaseDuration,
@@ -60,50 +52,26 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 		Name:            b.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
-				mu.Lock()
-				if finished {
-					mu.Unlock()
+				if !run.begin() {
 					return
 				}
-				started = true
-				mu.Unlock()
 				b.fence.setLeading(true)
 				b.Log.Info().Str("identity", b.opts.Identity).Msg("became leader")
 				b.leading.Store(1)
 				defer b.leading.Store(0)
-				defer close(workDone)
+				var err error
+				defer func() { run.workEnded(err) }()
 				watched, stopWatch := context.WithCancel(lctx)
 				defer stopWatch()
-				go func() {
-					// The elector notices a lease it could not renew only at the end of its
-					// renewal round; stop the work as soon as the fence closes (a leader woken
-					// from a pause), so it neither spins on refused writes nor publishes.
-					t := time.NewTicker(fenceWatchEvery)
-					defer t.Stop()
-					for {
-						select {
-						case <-watched.Done():
-							return
-						case <-t.C:
-						}
-						if err := b.fence.check(); err != nil {
-							b.Log.Warn().Err(err).Msg("stop leading")
-							mu.Lock()
-							stale = true
-							mu.Unlock()
-							cancel()
-							return
-						}
-					}
-				}()
-				if workErr = work(watched); workErr != nil {
+				go b.watchFence(watched, run, cancel)
+				if err = work(watched); err != nil {
 					cancel()
 				}
 			},
 			OnStoppedLeading: func() {
 				b.fence.setLeading(false)
 				if ctx.Err() == nil {
-					lost = true
+					run.lose()
 				}
 			},
 		},
@@ -112,21 +80,104 @@ func (b *Base) RunLeader(ctx context.Context, work func(ctx context.Context) err
 		return fmt.Errorf("set up leader election: %w", err)
 	}
 	le.Run(ctx)
-	mu.Lock()
-	finished = true
-	wait := started
-	mu.Unlock()
+	return run.finish().err(fmt.Sprintf("%s/%s", b.opts.Namespace, v1alpha1.LeaseName(b.Name)))
+}
+
+// watchFence stops the work (cancel) as soon as the fence closes while leading: the elector
+// notices a lease it could not renew only at the end of its renewal round, and a leader woken
+// from a pause must neither spin on refused writes nor publish. It returns when ctx ends.
+func (b *Base) watchFence(ctx context.Context, run *leaderRun, cancel context.CancelFunc) {
+	t := time.NewTicker(fenceWatchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := b.fence.check(); err != nil {
+			b.Log.Warn().Err(err).Msg("stop leading")
+			run.goStale()
+			cancel()
+			return
+		}
+	}
+}
+
+// leaderRun is what one RunLeader shares between its goroutines: the elector's callbacks, the
+// fence watcher and RunLeader itself. Every field is under mu.
+type leaderRun struct {
+	mu       sync.Mutex
+	started  bool          // work began
+	finished bool          // the election ended: work must not begin any more
+	done     chan struct{} // closed when work returned
+	outcome  leaderOutcome
+}
+
+// leaderOutcome is how a RunLeader ended, for err.
+type leaderOutcome struct {
+	work  error // what work returned
+	lost  bool  // leadership ended while RunLeader's context was live
+	stale bool  // the fence closed while leading: the lease went unrenewed too long
+}
+
+func newLeaderRun() *leaderRun { return &leaderRun{done: make(chan struct{})} }
+
+// begin reports whether work may start (the election has not ended), and records that it did.
+func (r *leaderRun) begin() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished {
+		return false
+	}
+	r.started = true
+	return true
+}
+
+// workEnded records what work returned.
+func (r *leaderRun) workEnded(err error) {
+	r.mu.Lock()
+	r.outcome.work = err
+	r.mu.Unlock()
+	close(r.done)
+}
+
+func (r *leaderRun) lose() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcome.lost = true
+}
+
+func (r *leaderRun) goStale() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcome.stale = true
+}
+
+// finish is called once the election ended: no work begins any more, work that began is waited
+// for, and the outcome returned.
+func (r *leaderRun) finish() leaderOutcome {
+	r.mu.Lock()
+	r.finished = true
+	wait := r.started
+	r.mu.Unlock()
 	if wait {
-		<-workDone
+		<-r.done
 	}
-	mu.Lock()
-	stopped := stale
-	mu.Unlock()
-	if workErr != nil && !stopped {
-		return workErr
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcome
+}
+
+// err is RunLeader's answer for the lease named: work's error, unless the fence stopped the
+// work (its error then only says it was stopped); else an error when leadership was lost or
+// went stale, so the binary exits and a fresh replica takes over; nil when the context ended.
+func (o leaderOutcome) err(lease string) error {
+	if o.work != nil && !o.stale {
+		return o.work
 	}
-	if lost || stopped {
-		return fmt.Errorf("lost leadership of lease %s/%s", b.opts.Namespace, v1alpha1.LeaseName(b.Name))
+	if o.lost || o.stale {
+		return fmt.Errorf("lost leadership of lease %s", lease)
 	}
 	return nil
 }
