@@ -71,6 +71,7 @@ func load(t *testing.T, name string, into any) {
 type option func(*argoapp.Application)
 
 func TestDetectDrift(t *testing.T) {
+	t.Parallel()
 	tests := map[string]struct {
 		change []option
 		want   Drift
@@ -220,6 +221,7 @@ func TestDetectDrift(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			want := driftDesired(t)
 			live := want.DeepCopy()
 			live.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
@@ -237,6 +239,7 @@ func TestDetectDrift(t *testing.T) {
 // TrimManagedFields keeps what Detect reads, so a takeover of a step annotation is still seen
 // on a trimmed Application, and drops the rest.
 func TestTrimManagedFieldsKeepsWhatDetectReads(t *testing.T) {
+	t.Parallel()
 	entries := []metav1.ManagedFieldsEntry{
 		{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(
 			`{"f:metadata":{"f:annotations":{"f:operator.aicr.run/plan-digest":{},"f:operator.aicr.run/refresh-for":{}},"f:labels":{"f:x":{}}},"f:spec":{"f:project":{}}}`)}},
@@ -267,6 +270,7 @@ func TestTrimManagedFieldsKeepsWhatDetectReads(t *testing.T) {
 }
 
 func TestTakenOver(t *testing.T) {
+	t.Parallel()
 	entry := func(manager string, op metav1.ManagedFieldsOperationType, annotation string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: op, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:` + annotation + `":{}}}}`)}}
 	}
@@ -284,6 +288,7 @@ func TestTakenOver(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			app := &argoapp.Application{ObjectMeta: metav1.ObjectMeta{ManagedFields: tc.entries}}
 			if got := TakenOver(app, v1alpha1.AnnotationPlanDigest); got != tc.want {
 				t.Errorf("TakenOver = %v, want %v", got, tc.want)

@@ -71,6 +71,7 @@ const (
 )
 
 func TestSteps(t *testing.T) {
+	t.Parallel()
 	diamond := []rel{{name: "a"}, {name: "b", deps: []string{"a"}}, {name: "c", deps: []string{"a"}}, {name: "d", deps: []string{"c", "b"}}}
 	with := func(rs []rel, name string, edit func(*rel)) []rel {
 		out := append([]rel(nil), rs...)
@@ -214,6 +215,7 @@ func TestSteps(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			var from, to *Plan
 			if tc.from != nil {
 				from = planOf(t, tc.from...)
@@ -236,6 +238,7 @@ func TestSteps(t *testing.T) {
 // TestStepsValuesKeyOrder proves that values equal as JSON are no change: a bundle that only
 // reorders keys must not upgrade anything.
 func TestStepsValuesKeyOrder(t *testing.T) {
+	t.Parallel()
 	mk := func(values string) *Plan {
 		b := &Bundle{APIVersion: BundleAPIVersion, Kind: BundleKind, Metadata: BundleMeta{Name: "s", Version: "1"},
 			Components: []Component{{Name: "a", Chart: ChartRef{Path: "charts/a", Digest: digestA}, Namespace: "a", Values: json.RawMessage(values)}}}
@@ -253,6 +256,7 @@ func TestStepsValuesKeyOrder(t *testing.T) {
 // Compose seals a plan of releases taken from several plans; Force gives an unchanged release
 // an Apply step.
 func TestComposeAndForce(t *testing.T) {
+	t.Parallel()
 	b := &Bundle{APIVersion: BundleAPIVersion, Kind: BundleKind, Metadata: BundleMeta{Name: "s", Version: "1"}}
 	for _, n := range []string{"a", "b"} {
 		b.Components = append(b.Components, Component{Name: n, Namespace: n, Chart: ChartRef{Path: "charts/" + n, Digest: "sha256:" + strings.Repeat("1", 64)}, Values: []byte(`{"v":1}`)})

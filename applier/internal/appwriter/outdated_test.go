@@ -10,6 +10,7 @@ import (
 )
 
 func TestOutdatedBy(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	written := func(id, uid, seq string) map[string]string {
 		a := map[string]string{v1alpha1.AnnotationStep: id, v1alpha1.AnnotationStepRolloutUID: uid, v1alpha1.AnnotationStepSeq: seq,
@@ -50,6 +51,7 @@ func TestOutdatedBy(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			why, ask := outdatedBy(tc.annotations, tc.step)
 			if (why != "") != tc.outdated || ask != tc.ask {
 				t.Fatalf("outdatedBy = %q, %v; want outdated %v, ask %v", why, ask, tc.outdated, tc.ask)

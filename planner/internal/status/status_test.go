@@ -25,6 +25,7 @@ func inflight(stall string) *v1alpha1.RuntimeRollout {
 }
 
 func TestConditions(t *testing.T) {
+	t.Parallel()
 	now := metav1.Now()
 	base := func() Inputs {
 		return Inputs{Runtime: &v1alpha1.ClusterRuntime{}, DesiredDigest: "sha256:b", ActiveDigest: "sha256:b",
@@ -94,6 +95,7 @@ func TestConditions(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			in := base()
 			tc.mod(&in)
 			got := map[string]string{}
@@ -116,6 +118,7 @@ func TestConditions(t *testing.T) {
 // TestReadySaysWhyNoStepStartsBeforeTheEngineReport proves a rollout held for readiness's
 // first engine report says so on Ready, where a person looks.
 func TestReadySaysWhyNoStepStartsBeforeTheEngineReport(t *testing.T) {
+	t.Parallel()
 	in := Inputs{Runtime: &v1alpha1.ClusterRuntime{}, DesiredDigest: "sha256:b", InFlight: inflight("")}
 	var ready metav1.Condition
 	for _, c := range Conditions(in) {
@@ -135,6 +138,7 @@ func TestReadySaysWhyNoStepStartsBeforeTheEngineReport(t *testing.T) {
 }
 
 func TestApplyKeepsTransitionTimeWhenNothingChanged(t *testing.T) {
+	t.Parallel()
 	st := &v1alpha1.ClusterRuntimeStatus{}
 	conds := Conditions(Inputs{Runtime: &v1alpha1.ClusterRuntime{}})
 	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -151,6 +155,7 @@ func TestApplyKeepsTransitionTimeWhenNothingChanged(t *testing.T) {
 }
 
 func TestRecord(t *testing.T) {
+	t.Parallel()
 	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	expires := t1.Add(time.Hour)
 	failed := &v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: "r-c-b"}, Status: v1alpha1.RuntimeRolloutStatus{Phase: v1alpha1.PhaseFailed, Outcome: v1alpha1.OutcomeFailed}}
@@ -198,6 +203,7 @@ func TestRecord(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			tc.in.Runtime = &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Generation: 7}}
 			conds := Conditions(tc.in)
 			st := recorded()
@@ -223,6 +229,7 @@ func TestRecord(t *testing.T) {
 }
 
 func TestTransitions(t *testing.T) {
+	t.Parallel()
 	cond := func(typ string, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg}
 	}
@@ -275,6 +282,7 @@ func TestTransitions(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			if diff := cmp.Diff(tc.want, Transitions(before, tc.conds)); diff != "" {
 				t.Errorf("transitions (-want +got):\n%s", diff)
 			}
@@ -286,6 +294,7 @@ func TestTransitions(t *testing.T) {
 // errors, turns False when the stream is empty again, and stays as it was while the planner
 // has not read the stream.
 func TestMessagesParked(t *testing.T) {
+	t.Parallel()
 	parkedOne := func(seq uint64) *bus.Parked {
 		return &bus.Parked{Seq: seq, Subject: bus.ApplySubject("cluster", "gpu-operator"), Consumer: bus.ConsumerApplier, Failures: 10,
 			Error: "apply application argocd/gpu-operator: admission webhook denied"}
@@ -313,6 +322,7 @@ func TestMessagesParked(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			rt := &v1alpha1.ClusterRuntime{Status: v1alpha1.ClusterRuntimeStatus{Conditions: tc.before}}
 			conds := Conditions(Inputs{Runtime: rt, Parked: tc.parked})
 			var got *metav1.Condition
