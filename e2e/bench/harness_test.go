@@ -6,16 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +32,7 @@ import (
 	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 // Names the benchmark's cluster uses; the flags are the ones the Helm chart passes.
@@ -458,31 +451,24 @@ func waitIdle(ctx context.Context, p *proc) (int64, error) {
 	return procStatus(p.pid(), "VmRSS")
 }
 
-// webhookCert writes a self-signed serving certificate for the admission binary.
+// webhookCert writes a serving certificate for the admission binary (tlstest: the one test CA).
 func (h *harness) webhookCert() (string, string, error) {
 	certFile, keyFile := filepath.Join(h.dir, "webhook.crt"), filepath.Join(h.dir, "webhook.key")
 	if _, err := os.Stat(certFile); err == nil {
 		return certFile, keyFile, nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := tlstest.NewCA("aicr-webhook-ca")
 	if err != nil {
 		return "", "", err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "aicr-admission"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	srv, err := ca.Server("aicr-admission")
 	if err != nil {
 		return "", "", fmt.Errorf("create webhook certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if err := os.WriteFile(certFile, srv.CertPEM, 0o600); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, srv.KeyPEM, 0o600); err != nil {
 		return "", "", err
 	}
 	return certFile, keyFile, nil

@@ -2,17 +2,9 @@ package stack
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +28,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
+	"github.com/aicr-run/aicr-operator/testkit/tlstest"
 )
 
 // Names used by the stack.
@@ -532,33 +525,18 @@ func (s *Stack) webhookCert() (string, string, error) {
 	if _, err := os.Stat(certFile); err == nil {
 		return certFile, keyFile, nil
 	}
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "aicr-webhook-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := tlstest.NewCA("aicr-webhook-ca")
 	if err != nil {
 		return "", "", fmt.Errorf("create webhook CA: %w", err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "aicr-admission"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	srv, err := ca.Server("aicr-admission")
 	if err != nil {
 		return "", "", fmt.Errorf("create webhook certificate: %w", err)
 	}
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(filepath.Join(s.Dir, "webhook-ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
-		return "", "", err
+	for path, data := range map[string][]byte{certFile: srv.CertPEM, keyFile: srv.KeyPEM, filepath.Join(s.Dir, "webhook-ca.crt"): ca.CertPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return "", "", err
+		}
 	}
 	return certFile, keyFile, nil
 }
