@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"sync"
 	"testing"
 	"time"
@@ -23,22 +24,10 @@ const planDigest = "sha256:f7bf555e994826e3c903a34921056aee4c829088bf277a390a09a
 // waitTimeout bounds every wait for JetStream state in these tests.
 const waitTimeout = 15 * time.Second
 
-// eventually polls cond until it holds or waitTimeout passes; cond says what it saw.
+// eventually is servicetest.Eventually with these tests' waitTimeout.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; saw %s", waitTimeout, what, saw)
-		}
-		<-tick.C
-	}
+	servicetest.Eventually(t, waitTimeout, what, cond)
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -163,20 +163,10 @@ func get(url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// eventually polls cond until it holds or waitTimeout passes.
+// eventually is servicetest.Eventually with these tests' waitTimeout.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; saw %s", waitTimeout, what, saw)
-		}
-		time.Sleep(25 * time.Millisecond) // poll interval, not a wait for state
-	}
+	servicetest.Eventually(t, waitTimeout, what, cond)
 }
 
 // TestStartServesReadyz proves a binary started against a NATS server connects to it and

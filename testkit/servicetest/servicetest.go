@@ -49,21 +49,42 @@ current-context: fake
 	return path
 }
 
-// Poll calls f every 50 ms until it returns nil, and fails the test with f's last error once
-// timeout has passed.
-func Poll(t testing.TB, timeout time.Duration, what string, f func() error) {
+// EventuallyEvery is how often Eventually evaluates its condition.
+const EventuallyEvery = 20 * time.Millisecond
+
+// Eventually calls cond every EventuallyEvery until it reports true, and fails the test once
+// timeout has passed, naming what it waited for and what cond saw last (its second result). It
+// is the one polling helper of the tests that have a testing.TB; testenv.WaitFor is the one of
+// code that returns an error instead.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(EventuallyEvery)
 	defer tick.Stop()
 	for {
-		err := f()
-		if err == nil {
+		ok, saw := cond()
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+			if saw == "" {
+				t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			}
+			t.Fatalf("timed out after %s waiting for %s; saw %s", timeout, what, saw)
 		}
 		<-tick.C
 	}
+}
+
+// Poll is Eventually of a condition that says what it saw as an error: it is met once f
+// returns nil.
+func Poll(t testing.TB, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	Eventually(t, timeout, what, func() (bool, string) {
+		err := f()
+		if err == nil {
+			return true, ""
+		}
+		return false, err.Error()
+	})
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -501,16 +502,10 @@ func TestIntegrationCachedReads(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds or resultTimeout passes.
+// eventually is servicetest.Eventually with these tests' resultTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(resultTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", resultTimeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval of the helper, not a wait for state
-	}
+	servicetest.Eventually(t, resultTimeout, what, func() (bool, string) { return cond(), "" })
 }
 
 func mustBuild(t testing.TB, w *world, p *plan.Plan, release string, index int32) *argoapp.Application {

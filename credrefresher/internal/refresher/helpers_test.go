@@ -11,6 +11,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/credrefresher/internal/refresher"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
 
 // Named timeouts for state the tests wait for.
@@ -44,18 +45,10 @@ func (r *recorder) reports() []reported {
 	return append([]reported(nil), r.all...)
 }
 
-// eventually polls cond until it holds or timeout passes.
+// eventually is servicetest.Eventually.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	servicetest.Eventually(t, timeout, what, func() (bool, string) { return cond(), "" })
 }
 
 // settled waits until the loop is blocked on the fake clock again.

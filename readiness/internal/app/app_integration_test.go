@@ -32,6 +32,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/natstest"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/watch"
@@ -142,20 +143,10 @@ func (r *running) readyz() (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// eventually polls cond until it holds or timeout passes.
+// eventually is servicetest.Eventually.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		}
-		time.Sleep(50 * time.Millisecond) // the poll interval, not a wait for state
-	}
+	servicetest.Eventually(t, timeout, what, cond)
 }
 
 // events subscribes to every event subject (core NATS sees what JetStream stores).
