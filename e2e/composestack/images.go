@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -210,23 +209,7 @@ func buildOperatorImages(ctx context.Context, root, cache string, log io.Writer)
 		return retag(ctx, OperatorImages, operatorBinaries, key)
 	}
 	start := time.Now()
-	deb, err := imagebuild.FindCADeb(ctx, filepath.Join(filepath.Dir(cache), "debs"))
-	if err != nil {
-		return err
-	}
-	ca, err := imagebuild.ReadCADeb(ctx, deb)
-	if err != nil {
-		return err
-	}
-	revision, err := gitOut(ctx, root, "rev-parse", "HEAD")
-	if err != nil {
-		return err
-	}
-	epochOut, err := gitOut(ctx, root, "log", "-1", "--format=%ct", "HEAD")
-	if err != nil {
-		return err
-	}
-	epoch, err := strconv.ParseInt(epochOut, 10, 64)
+	o, err := imagebuild.CheckoutOptions(ctx, "dev")
 	if err != nil {
 		return err
 	}
@@ -239,8 +222,8 @@ func buildOperatorImages(ctx context.Context, root, cache string, log io.Writer)
 		}
 	}
 	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	images, err := imagebuild.Build(ctx, imagebuild.Options{Root: root, Out: filepath.Join(cache, "oci"), Version: "dev", Revision: revision,
-		Epoch: time.Unix(epoch, 0).UTC(), CA: ca, Binaries: bins, Platforms: []v1.Platform{platform}, Log: log})
+	o.Root, o.Out, o.Binaries, o.Platforms, o.Log = root, filepath.Join(cache, "oci"), bins, []v1.Platform{platform}, log
+	images, err := imagebuild.Build(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,14 @@ var Binaries = []Binary{
 	{"credrefresher", "./credrefresher"}, {"admission", "./admission"}, {"setup", "./setup"},
 	{"kubectl-aicr", "./cli/cmd/kubectl-aicr"},
 }
+
+// NATS is the image of the chart's NATS servers a release builds beside the operator's: the
+// nats-server the modules require (go.work), on the same static base, so that every image the
+// released chart names is in the release's registry.
+var NATS = Binary{Name: "nats-server", Package: "github.com/nats-io/nats-server/v2"}
+
+// ReleaseBinaries are the images a release publishes: Binaries and NATS.
+func ReleaseBinaries() []Binary { return append(slices.Clone(Binaries), NATS) }
 
 // Platforms are the platforms of every image.
 var Platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}

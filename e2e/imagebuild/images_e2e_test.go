@@ -28,80 +28,43 @@ import (
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
-// testVersion is stamped into the images these tests build, so the binaries' own reports can be
-// told from a build make did.
-const testVersion = "v0.0.0-imagetest"
-
-// built is the one build of every image the tests share (building is minutes of CPU).
+// built is the one build of every image the tests share.
 var built struct {
-	once     sync.Once
-	dir      string
-	images   []imagebuild.Image
-	opts     imagebuild.Options
-	err      error
-	cleanups []func()
+	once   sync.Once
+	images []imagebuild.Image
+	opts   imagebuild.Options
+	err    error
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	for _, c := range built.cleanups {
-		c()
-	}
-	os.Exit(code)
-}
-
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Fatalf("git rev-parse --show-toplevel: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// buildOptions are make images' options, with the test's version and output folder.
+// buildOptions are make images' options for this checkout, with the tests' version and output
+// folder.
 func buildOptions(t testing.TB, out string) imagebuild.Options {
 	t.Helper()
-	ctx := context.Background()
-	src, err := imagebuild.SourceOf(ctx, repoRoot(t), "")
+	o, err := imagebuild.CheckoutOptions(context.Background(), imagebuild.TestVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := imagebuild.LoadCA(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return imagebuild.Options{Root: src.Root, Out: out, Version: testVersion, Revision: src.Revision,
-		Epoch: src.Epoch, CA: ca, Log: io.Discard}
+	o.Out, o.Log = out, io.Discard
+	return o
 }
 
-// keepLayout names a folder where the images are built once and kept for the next runs of the
-// tests (AICR_IMAGETEST_LAYOUT=<folder>; delete it to build again), to work on a test without
-// minutes of builds each time. TestImagesAreReproducible builds its second copy anyway.
-const keepLayout = "AICR_IMAGETEST_LAYOUT"
-
-// images builds every image once for all the tests of this binary.
+// images are the release's images (the operator's and NATS's) of this checkout, built once for
+// every test of this binary and of e2e/release (imagebuild.Shared: the first to ask builds, in
+// the user's cache; building is minutes of CPU).
 func images(t *testing.T) ([]imagebuild.Image, imagebuild.Options) {
 	t.Helper()
 	built.once.Do(func() {
-		if kept := os.Getenv(keepLayout); kept != "" {
-			built.opts = buildOptions(t, kept)
-			if _, err := os.Stat(filepath.Join(kept, "index.json")); err == nil {
-				built.images, built.err = imagebuild.Read(kept)
-				return
-			}
-		} else {
-			dir, err := os.MkdirTemp("", "aicr-imagetest-")
-			if err != nil {
-				built.err = err
-				return
-			}
-			built.cleanups = append(built.cleanups, func() { os.RemoveAll(dir) })
-			built.opts = buildOptions(t, filepath.Join(dir, "oci"))
+		built.opts = buildOptions(t, "")
+		cache, err := imagebuild.CacheDir()
+		if err != nil {
+			built.err = err
+			return
 		}
+		o := built.opts
+		o.Binaries, o.Log = imagebuild.ReleaseBinaries(), testLog{t}
 		start := time.Now()
-		built.images, built.err = imagebuild.Build(context.Background(), built.opts)
-		t.Logf("built %d images in %s", len(built.images), time.Since(start).Round(time.Second))
+		built.images, built.opts.Out, built.err = imagebuild.Shared(context.Background(), o, filepath.Join(cache, "images"))
+		t.Logf("%d images ready in %s", len(built.images), time.Since(start).Round(time.Second))
 	})
 	if built.err != nil {
 		t.Fatalf("build the images: %v", built.err)
@@ -114,6 +77,7 @@ func images(t *testing.T) ([]imagebuild.Image, imagebuild.Options) {
 func TestImagesAreReproducible(t *testing.T) {
 	first, _ := images(t)
 	o := buildOptions(t, filepath.Join(t.TempDir(), "oci"))
+	o.Binaries = imagebuild.ReleaseBinaries()
 	second, err := imagebuild.Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -332,6 +296,9 @@ func TestImagesRun(t *testing.T) {
 	base := t.TempDir()
 	roots := map[string]*rootfs{}
 	for _, img := range imgs {
+		if img.Name == imagebuild.NATS.Name {
+			continue // not the operator's: e2e/release runs it, as the chart's NATS
+		}
 		r := unpack(t, img, filepath.Join(base, img.Name))
 		checkImage(t, r, o)
 		roots[img.Name] = r

@@ -37,12 +37,43 @@ func Read(dir string) ([]Image, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s in %s: %w", n, dir, err)
 		}
-		out = append(out, Image{Name: n, Digest: d.Digest, Index: idx})
+		sizes, err := layerSizes(idx)
+		if err != nil {
+			return nil, fmt.Errorf("%s in %s: %w", n, dir, err)
+		}
+		out = append(out, Image{Name: n, Digest: d.Digest, Index: idx, Sizes: sizes})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("the OCI layout %s names no image", dir)
 	}
 	return out, nil
+}
+
+// layerSizes are the compressed sizes of each platform's layers in idx, by "os/arch", as Build
+// reports them.
+func layerSizes(idx v1.ImageIndex) (map[string]int64, error) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]int64{}
+	for _, d := range im.Manifests {
+		if d.Platform == nil {
+			continue
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			return nil, err
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range m.Layers {
+			sizes[d.Platform.OS+"/"+d.Platform.Architecture] += l.Size
+		}
+	}
+	return sizes, nil
 }
 
 // PlatformImage is the image of idx for platform p.

@@ -57,13 +57,38 @@ func SourceOf(ctx context.Context, dir, revision string) (Source, error) {
 // folder (FindCADeb: fetched once with apt-get download).
 func LoadCA(ctx context.Context, deb string) (*CACertificates, error) {
 	if deb == "" {
-		cache, err := os.UserCacheDir()
+		cache, err := CacheDir()
 		if err != nil {
 			return nil, err
 		}
-		if deb, err = FindCADeb(ctx, filepath.Join(cache, "aicr-operator", "debs")); err != nil {
+		if deb, err = FindCADeb(ctx, filepath.Join(cache, "debs")); err != nil {
 			return nil, err
 		}
 	}
 	return ReadCADeb(ctx, deb)
+}
+
+// CacheDir is the project's folder in the user's cache (~/.cache/aicr-operator), where the
+// ca-certificates .deb and Shared's builds are kept.
+func CacheDir() (string, error) {
+	c, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(c, "aicr-operator"), nil
+}
+
+// CheckoutOptions are Build's options for the checkout of the working directory at version: its
+// root, revision and epoch (SourceOf) and the cached CA certificates (LoadCA). Out, Binaries,
+// Platforms and Log are the caller's.
+func CheckoutOptions(ctx context.Context, version string) (Options, error) {
+	s, err := SourceOf(ctx, ".", "")
+	if err != nil {
+		return Options{}, err
+	}
+	ca, err := LoadCA(ctx, "")
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Root: s.Root, Version: version, Revision: s.Revision, Epoch: s.Epoch, CA: ca}, nil
 }

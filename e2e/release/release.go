@@ -20,11 +20,6 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/imagebuild"
 )
 
-// NATS is the image of the chart's NATS servers a release builds beside the operator's: the
-// nats-server the modules require (go.work), on the same static base, so that every image the
-// released chart names is in the release's registry.
-var NATS = imagebuild.Binary{Name: "nats-server", Package: "github.com/nats-io/nats-server/v2"}
-
 // ChartDir is the operator's chart, relative to the repository root.
 const ChartDir = "deploy/charts/aicr-operator"
 
@@ -50,6 +45,10 @@ type Options struct {
 	// the process's when nil.
 	Helm    string
 	HelmEnv []string
+	// Images, when set, are the release's images already built (imagebuild.Shared of
+	// imagebuild.ReleaseBinaries with this Version, Revision and Epoch); Release builds them when
+	// nil.
+	Images []imagebuild.Image
 	// URLBase is where the plugin archives are downloaded from (the krew manifest's uri); the
 	// GitHub release of Version when empty.
 	URLBase string
@@ -93,7 +92,7 @@ type Chart struct {
 
 var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
 
-// Release builds and publishes one release: every image (imagebuild.Binaries and NATS) pushed to
+// Release builds and publishes one release: every image (imagebuild.ReleaseBinaries) pushed to
 // o.Registry; the chart, its values naming those images by digest, packaged and pushed as an OCI
 // artifact with helm; the plugin's archives and krew manifest (Plugin); images.txt (each image's
 // reference by digest); release-notes.md (CHANGELOG.md's Unreleased section); and SHA256SUMS of
@@ -131,9 +130,13 @@ func Release(ctx context.Context, o Options) (Result, error) {
 
 	// The images, pushed; their digests go into the chart.
 	step := time.Now()
-	built, err := imagebuild.Build(ctx, imagebuild.Options{Root: o.Root, Out: filepath.Join(work, "oci"), Version: o.Version,
-		Revision: o.Revision, Epoch: o.Epoch, CA: o.CA, Binaries: append(append([]imagebuild.Binary{}, imagebuild.Binaries...), NATS), Log: o.Log})
-	if err != nil {
+	built := o.Images
+	if built == nil {
+		if built, err = imagebuild.Build(ctx, imagebuild.Options{Root: o.Root, Out: filepath.Join(work, "oci"), Version: o.Version,
+			Revision: o.Revision, Epoch: o.Epoch, CA: o.CA, Binaries: imagebuild.ReleaseBinaries(), Log: o.Log}); err != nil {
+			return res, err
+		}
+	} else if err := sameImages(built); err != nil {
 		return res, err
 	}
 	pushed, err := imagebuild.Push(ctx, built, o.Registry, o.Version)
@@ -172,6 +175,20 @@ func Release(ctx context.Context, o Options) (Result, error) {
 	}
 	res.Wall = time.Since(start)
 	return res, nil
+}
+
+// sameImages requires prebuilt images to be one per release binary, in order.
+func sameImages(images []imagebuild.Image) error {
+	want := imagebuild.ReleaseBinaries()
+	if len(images) != len(want) {
+		return fmt.Errorf("release: %d prebuilt images, want one per release binary (%d)", len(images), len(want))
+	}
+	for i, b := range want {
+		if images[i].Name != b.Name {
+			return fmt.Errorf("release: prebuilt image %d is %s, want %s", i, images[i].Name, b.Name)
+		}
+	}
+	return nil
 }
 
 // chart copies the chart, sets its version and its images' digests, packages it into o.Out and
@@ -221,8 +238,8 @@ func PrepareChart(root, dir, registry, version string, epoch time.Time, images [
 	var digests, nats strings.Builder
 	digests.WriteString("  digests:\n")
 	for _, img := range images {
-		if img.Name == NATS.Name {
-			fmt.Fprintf(&nats, "    repository: %s/%s\n    tag: %s\n", registry, NATS.Name, version)
+		if img.Name == imagebuild.NATS.Name {
+			fmt.Fprintf(&nats, "    repository: %s/%s\n    tag: %s\n", registry, imagebuild.NATS.Name, version)
 			fmt.Fprintf(&nats, "    # -- sha256:<64 hex>: the image is <repository>@<digest>, the tag unused. This release's\n")
 			fmt.Fprintf(&nats, "    # nats-server image, built and pushed beside the operator's.\n    digest: %s\n", img.Digest)
 			continue
@@ -230,7 +247,7 @@ func PrepareChart(root, dir, registry, version string, epoch time.Time, images [
 		fmt.Fprintf(&digests, "    %s: %s\n", img.Name, img.Digest)
 	}
 	if nats.Len() == 0 {
-		return fmt.Errorf("no %s image among the release's", NATS.Name)
+		return fmt.Errorf("no %s image among the release's", imagebuild.NATS.Name)
 	}
 	if err := edit(filepath.Join(dir, "values.yaml"), map[string]string{
 		"  registry: ghcr.io/aicr-run/aicr-operator\n": "  registry: " + registry + "\n",

@@ -1,4 +1,4 @@
-//go:build release
+//go:build e2e
 
 package release_test
 
@@ -16,10 +16,8 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +49,7 @@ const (
 	testTimeout    = 35 * time.Minute
 	releaseNS      = "aicr-system"
 	appName        = "aicr-operator"
-	testVersion    = "v0.0.0-releasetest"
+	testVersion    = imagebuild.TestVersion
 	// helmChartLayer is the media type of a Helm chart's content in an OCI manifest.
 	helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 )
@@ -73,7 +71,7 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 	out := filepath.Join(t.TempDir(), testVersion)
 
 	rctx, rcancel := context.WithTimeout(ctx, releaseTimeout)
-	res, err := release.Release(rctx, releaseOptions(t, root, out, registry, helm, helmEnv))
+	res, err := release.Release(rctx, releaseOptions(t, out, registry, helm, helmEnv))
 	rcancel()
 	if err != nil {
 		t.Fatalf("release: %v", err)
@@ -86,32 +84,13 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 	sums := checkChecksums(t, out)
 	checkKrewManifest(t, out, res, sums)
 
-	// Argo CD installs the operator from the released chart, by digest.
+	// Argo CD installs the operator from the released chart, by digest, with the Application
+	// docs/install.md shows.
 	if err := env.CreateOCIRepoSecret(ctx, "aicr-operator-release", res.Chart.Repo); err != nil {
 		t.Fatal(err)
 	}
-	values := map[string]any{
-		"registry": map[string]any{"repository": registry},
-		// kwok's cluster has no storage provisioner.
-		"nats": map[string]any{"jetstream": map[string]any{"storage": map[string]any{"persistent": false}}},
-	}
+	app, values := docApplication(t, root, registry, res.Chart)
 	apps := dynamic.NewForConfigOrDie(env.Config).Resource(testenv.ApplicationGVR).Namespace(testenv.ArgoCDNamespace)
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": appName, "namespace": testenv.ArgoCDNamespace},
-		"spec": map[string]any{
-			"project": "default",
-			"source": map[string]any{
-				"repoURL": res.Chart.Repo, "path": ".", "targetRevision": res.Chart.Digest,
-				"helm": map[string]any{"releaseName": appName, "valuesObject": values},
-			},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": releaseNS},
-			"syncPolicy": map[string]any{
-				"automated":   map[string]any{"prune": true, "selfHeal": true},
-				"syncOptions": []any{"CreateNamespace=true"},
-			},
-		},
-	}}
 	if _, err := apps.Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create the Application: %v", err)
 	}
@@ -192,7 +171,7 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 		names = append(names, ref)
 	}
 	slices.Sort(names)
-	for _, b := range append(slices.Clone(imagebuild.Binaries), release.NATS) {
+	for _, b := range imagebuild.ReleaseBinaries() {
 		want := b.Name
 		if !slices.ContainsFunc(names, func(r string) bool { return strings.HasPrefix(r, registry+"/"+want+"@") }) {
 			t.Errorf("the render names no %s image by digest in %s: %v", want, registry, names)
@@ -203,20 +182,91 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 	}
 }
 
-func releaseOptions(t *testing.T, root, out, registry, helm string, helmEnv []string) release.Options {
+// releaseOptions are make release's options for this checkout, with the tests' version and the
+// images e2e/imagebuild's tests also use (imagebuild.Shared: one build for both packages).
+// installDoc is the page whose "Install with Argo CD" Application the test creates as written.
+const installDoc = "docs/install.md"
+
+// docApplication is the Application installDoc shows under "## Install with Argo CD", as a user
+// copies it: the example registry replaced by the release's, targetRevision by the chart's
+// digest. One value is added, because the test's cluster (kwok) has no storage provisioner: NATS
+// keeps its streams in memory. It returns the Application and its Helm values.
+func docApplication(t *testing.T, root, registry string, chart release.Chart) (*unstructured.Unstructured, map[string]any) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(root, installDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Install with Argo CD\n")
+	if !ok {
+		t.Fatalf("%s has no section \"## Install with Argo CD\"", installDoc)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatalf("%s: \"Install with Argo CD\" shows no yaml block", installDoc)
+	}
+	block, _, _ = strings.Cut(block, "```")
+	const example = "registry.example.com/aicr"
+	if !strings.Contains(block, "oci://"+example+"/charts/aicr-operator") {
+		t.Fatalf("%s's Application does not install oci://%s/charts/aicr-operator:\n%s", installDoc, example, block)
+	}
+	block = strings.ReplaceAll(block, example, registry)
+	app := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(block), &app.Object); err != nil {
+		t.Fatalf("%s's Application: %v\n%s", installDoc, err, block)
+	}
+	if app.GetKind() != "Application" || app.GetName() != appName || app.GetNamespace() != testenv.ArgoCDNamespace {
+		t.Fatalf("%s shows %s %s/%s, want Application %s/%s", installDoc, app.GetKind(), app.GetNamespace(), app.GetName(), testenv.ArgoCDNamespace, appName)
+	}
+	if rev, _, _ := unstructured.NestedString(app.Object, "spec", "source", "targetRevision"); !strings.HasPrefix(rev, "sha256:") {
+		t.Fatalf("%s's Application pins targetRevision %q, want the chart's digest (sha256:…)", installDoc, rev)
+	}
+	if repo, _, _ := unstructured.NestedString(app.Object, "spec", "source", "repoURL"); repo != chart.Repo {
+		t.Fatalf("%s's Application installs %s, the release is %s", installDoc, repo, chart.Repo)
+	}
+	if err := unstructured.SetNestedField(app.Object, chart.Digest, "spec", "source", "targetRevision"); err != nil {
+		t.Fatal(err)
+	}
+	values, _, err := unstructured.NestedMap(app.Object, "spec", "source", "helm", "valuesObject")
+	if err != nil || values == nil {
+		t.Fatalf("%s's Application has no helm.valuesObject (%v)", installDoc, err)
+	}
+	values["nats"] = map[string]any{"jetstream": map[string]any{"storage": map[string]any{"persistent": false}}}
+	if err := unstructured.SetNestedMap(app.Object, values, "spec", "source", "helm", "valuesObject"); err != nil {
+		t.Fatal(err)
+	}
+	return app, values
+}
+
+func releaseOptions(t *testing.T, out, registry, helm string, helmEnv []string) release.Options {
 	t.Helper()
 	ctx := context.Background()
-	src, err := imagebuild.SourceOf(ctx, root, "")
+	o, err := imagebuild.CheckoutOptions(ctx, testVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := imagebuild.LoadCA(ctx, "")
+	cache, err := imagebuild.CacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return release.Options{Root: src.Root, Out: out, Version: testVersion, Revision: src.Revision,
-		Epoch: src.Epoch, CA: ca, Registry: registry, Helm: helm, HelmEnv: helmEnv,
-		URLBase: "https://example.com/releases/" + testVersion, Log: io.Discard}
+	o.Binaries, o.Log = imagebuild.ReleaseBinaries(), testLog{t}
+	start := time.Now()
+	images, _, err := imagebuild.Shared(ctx, o, filepath.Join(cache, "images"))
+	if err != nil {
+		t.Fatalf("build the images: %v", err)
+	}
+	t.Logf("%d images ready in %s", len(images), time.Since(start).Round(time.Second))
+	return release.Options{Root: o.Root, Out: out, Version: testVersion, Revision: o.Revision,
+		Epoch: o.Epoch, CA: o.CA, Registry: registry, Helm: helm, HelmEnv: helmEnv, Images: images,
+		URLBase: "https://example.com/releases/" + testVersion, Log: testLog{t}}
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // checkChecksums requires SHA256SUMS to list every other file of the release with its sum, and

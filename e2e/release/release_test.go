@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/aicr-run/aicr-operator/e2e/imagebuild"
 )
 
 func repoRoot(t *testing.T) string {
@@ -22,11 +24,11 @@ func repoRoot(t *testing.T) string {
 
 // TestPrepareChartNamesEveryImageByDigest prepares the repository's chart as a release does: the
 // text it replaces must still be in values.yaml and Chart.yaml, and the result must name every
-// image by digest, NATS included.
+// image by digest, NATS's included.
 func TestPrepareChartNamesEveryImageByDigest(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "aicr-operator")
 	digest := func(c string) string { return "sha256:" + strings.Repeat(c, 64) }
-	images := []Image{{Name: "planner", Digest: digest("a")}, {Name: "kubectl-aicr", Digest: digest("b")}, {Name: NATS.Name, Digest: digest("c")}}
+	images := []Image{{Name: "planner", Digest: digest("a")}, {Name: "kubectl-aicr", Digest: digest("b")}, {Name: imagebuild.NATS.Name, Digest: digest("c")}}
 	epoch := time.Unix(1_700_000_000, 0)
 	if err := PrepareChart(repoRoot(t), dir, "registry.example.com/aicr", "v1.2.3-rc.1", epoch, images); err != nil {
 		t.Fatal(err)
