@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -193,7 +194,8 @@ func hashFile(w io.Writer, path, name string) error {
 }
 
 // buildOperatorImages builds the five binaries' images for this machine's platform with
-// e2e/imagebuild and loads them as <OperatorImages>/<binary>:<ImageTag>, unless Docker already
+// e2e/imagebuild (or takes them from the e2e tests' build of the same checkout, imagebuild.Kept)
+// and loads them as <OperatorImages>/<binary>:<ImageTag>, unless Docker already
 // has them for this source key.
 func buildOperatorImages(ctx context.Context, root, cache string, log io.Writer) error {
 	key, err := sourceKey(ctx, root)
@@ -209,23 +211,37 @@ func buildOperatorImages(ctx context.Context, root, cache string, log io.Writer)
 		return retag(ctx, OperatorImages, operatorBinaries, key)
 	}
 	start := time.Now()
-	o, err := imagebuild.CheckoutOptions(ctx, "dev")
+	o, err := imagebuild.CheckoutOptions(ctx, imagebuild.CheckoutVersion)
 	if err != nil {
 		return err
 	}
-	var bins []imagebuild.Binary
-	for _, b := range imagebuild.Binaries {
-		for _, want := range operatorBinaries {
-			if b.Name == want {
-				bins = append(bins, b)
+	o.Root, o.Log = root, log
+	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	// The e2e tests' build of this checkout (every release image, both platforms), when the user
+	// cache keeps it, holds these images already.
+	shared, err := imagebuild.CacheDir()
+	if err != nil {
+		return err
+	}
+	all := o
+	all.Binaries = imagebuild.ReleaseBinaries()
+	images, kept, err := imagebuild.Kept(ctx, all, filepath.Join(shared, "images"))
+	if err != nil {
+		return err
+	}
+	if kept {
+		images = slices.DeleteFunc(images, func(img imagebuild.Image) bool { return !slices.Contains(operatorBinaries, img.Name) })
+		fmt.Fprintf(log, "compose: the five binaries' images from the tests' build of this checkout\n")
+	} else {
+		for _, b := range imagebuild.Binaries {
+			if slices.Contains(operatorBinaries, b.Name) {
+				o.Binaries = append(o.Binaries, b)
 			}
 		}
-	}
-	platform := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	o.Root, o.Out, o.Binaries, o.Platforms, o.Log = root, filepath.Join(cache, "oci"), bins, []v1.Platform{platform}, log
-	images, err := imagebuild.Build(ctx, o)
-	if err != nil {
-		return err
+		o.Out, o.Platforms = filepath.Join(cache, "oci"), []v1.Platform{platform}
+		if images, err = imagebuild.Build(ctx, o); err != nil {
+			return err
+		}
 	}
 	cmd := exec.CommandContext(ctx, "docker", "load")
 	pr, pw := io.Pipe()

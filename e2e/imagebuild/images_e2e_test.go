@@ -40,7 +40,7 @@ var built struct {
 // folder.
 func buildOptions(t testing.TB, out string) imagebuild.Options {
 	t.Helper()
-	o, err := imagebuild.CheckoutOptions(context.Background(), imagebuild.TestVersion)
+	o, err := imagebuild.CheckoutOptions(context.Background(), imagebuild.CheckoutVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

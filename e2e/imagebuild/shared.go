@@ -18,9 +18,10 @@ import (
 	"time"
 )
 
-// TestVersion is the version the e2e tests stamp into the images they build, the same in every
-// package, so that they share one build (Shared).
-const TestVersion = "v0.0.0-test"
+// CheckoutVersion is the version stamped into images built from a checkout rather than
+// released: the e2e tests' and the compose stack's. One version for all of them lets them share
+// one build (Shared, Kept).
+const CheckoutVersion = "v0.0.0-dev"
 
 // sharedKeep is how many builds Shared keeps in its cache folder: the newest, by the time each
 // was last used.
@@ -77,6 +78,30 @@ func Shared(ctx context.Context, o Options, cache string) ([]Image, string, erro
 	}
 	prune(cache, key)
 	return images, out, nil
+}
+
+// Kept returns the images of a finished Shared build of o's inputs in cache, and false when
+// there is none; it never builds.
+func Kept(ctx context.Context, o Options, cache string) ([]Image, bool, error) {
+	o.Out = "-"
+	if err := o.defaults(); err != nil {
+		return nil, false, err
+	}
+	key, err := o.key(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	dir := filepath.Join(cache, key)
+	if _, err := os.Stat(filepath.Join(dir, "complete")); err != nil {
+		return nil, false, nil
+	}
+	images, err := Read(filepath.Join(dir, "oci"))
+	if err != nil {
+		return nil, false, nil // Shared builds it again
+	}
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now)
+	return images, true, nil
 }
 
 // key is the hash of everything Build's output depends on.

@@ -49,7 +49,7 @@ const (
 	testTimeout    = 35 * time.Minute
 	releaseNS      = "aicr-system"
 	appName        = "aicr-operator"
-	testVersion    = imagebuild.TestVersion
+	testVersion    = imagebuild.CheckoutVersion
 	// helmChartLayer is the media type of a Helm chart's content in an OCI manifest.
 	helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 )
