@@ -149,9 +149,10 @@ func timed(t *testing.T, s *stack.Stack, name, what string, start time.Time, con
 // "With no rollout in progress, the operator forces its fields back", whatever reaches it:
 // readiness publishes no drift report in this package, and every edit is still forced back,
 // each from the live Applications the planner watches. An edit of an annotation the plan
-// decides (plan-digest, the step) is drift like one of the spec. The test logs how long each
-// took: with the planner's own watch it is a check within the second; without that event too
-// the resync (--drift-resync, 30 s) would be the bound.
+// decides (plan-digest, the step) is drift like one of the spec. The values edit is the one
+// the test before made and saw forced back seconds ago: made again after its repair landed, it
+// is new drift. The test logs how long each took: the planner's own watch makes it a check
+// within the second; the resync is 10 min in this package, past every wait.
 func TestEveryEditIsForcedBackWithNoDriftReport(t *testing.T) {
 	s := stacktest.Need(t)
 	rt := rolledOut(t, s)

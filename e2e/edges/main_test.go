@@ -12,9 +12,12 @@ import (
 )
 
 // TestMain runs readiness with --drift-reports=false: every repair and every SpecDrifted or
-// InventoryDrift the tests see is the planner's decision from the Applications themselves.
+// InventoryDrift the tests see is the planner's decision from the Applications themselves. The
+// planner's resync is 10 min, longer than any wait of the tests (promptTimeout): every repair
+// they see comes from the planner's watch of the Applications, none from the resync.
 func TestMain(m *testing.M) {
 	os.Exit(stacktest.Main(m, stack.Options{ExtraFlags: map[string][]string{
 		v1alpha1.BinaryReadiness: {"--drift-reports=false"},
+		v1alpha1.BinaryPlanner:   {"--drift-resync=10m"},
 	}}))
 }

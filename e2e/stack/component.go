@@ -56,6 +56,14 @@ func (s *Stack) AddComponent(ctx context.Context, c ExampleComponent, from strin
 	if err := os.WriteFile(meta, chartName.ReplaceAll(raw, []byte("name: "+c.Name)), 0o644); err != nil {
 		return fmt.Errorf("add component %s: %w", c.Name, err)
 	}
+	return s.AddChart(ctx, c, dir)
+}
+
+// AddChart makes a component of the chart in dir (its Chart.yaml names it c.Name) usable in a
+// bundle: it pushes the chart under c.Dir, records its digest in s.Digests, creates
+// c.Namespace, adds it to the AppProject's destinations and creates the chart's repository
+// Secret. It is idempotent. The caller adds c to the bundle it renders.
+func (s *Stack) AddChart(ctx context.Context, c ExampleComponent, dir string) error {
 	ch, err := s.Env.PushChart(ctx, dir, RepositoryPath+"/"+c.Dir)
 	if err != nil {
 		return fmt.Errorf("add component %s: push chart: %w", c.Name, err)

@@ -309,10 +309,12 @@ func (s *Stack) Flags(instance string, healthPort, metricsPort int) ([]string, e
 		own = []string{"--tls-cert-file=" + certFile, "--tls-key-file=" + keyFile, "--operator-identities=" + operatorIdentities(),
 			"--engine-namespace=" + EngineNamespace, "--webhook-addr=" + s.webhookAddr(instance)}
 	}
+	// An instance of its own name (planner-1, a chaos stack's replicas or a test's second
+	// replica) elects with that name: the default, the host name, is every process's here.
+	if slices.Contains(own, "--leader-elect") && (s.opts.Chaos != nil || instance != binary) {
+		own = append(own, "--identity="+instance)
+	}
 	if c := s.opts.Chaos; c != nil {
-		if slices.Contains(own, "--leader-elect") {
-			own = append(own, "--identity="+instance)
-		}
 		if c.NATSNodes == 3 {
 			own = append(own, "--stream-replicas=3")
 		}
@@ -351,6 +353,14 @@ func (s *Stack) startBinaries(ctx context.Context) error {
 
 // StartBinary starts one binary (or instance, Instances) and waits until its /readyz answers 200.
 func (s *Stack) StartBinary(ctx context.Context, name string) error {
+	return s.StartBinaryWith(ctx, name)
+}
+
+// StartBinaryWith starts an instance of a binary as StartBinary does, with env added to its
+// environment (KEY=value): a test-only setting such as the planner's AICR_TEST_CLOCK_OFFSET.
+// name may be an instance Instances does not list (planner-1 beside planner: a second
+// replica, electing under its own name); the test stops it (StopBinary), StopBinaries does not.
+func (s *Stack) StartBinaryWith(ctx context.Context, name string, env ...string) error {
 	ports, err := testenv.FreePorts(2)
 	if err != nil {
 		return err
@@ -359,13 +369,17 @@ func (s *Stack) StartBinary(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	argv, env := append([]string{filepath.Join(s.opts.BinDir, BinaryOf(name))}, args...), s.binaryEnv(BinaryOf(name))
-	if c := s.opts.Chaos; c != nil && len(c.Env[name]) > 0 {
-		if env == nil {
-			env = os.Environ()
-		}
-		env = append(slices.Clone(env), c.Env[name]...)
+	argv, penv := append([]string{filepath.Join(s.opts.BinDir, BinaryOf(name))}, args...), s.binaryEnv(BinaryOf(name))
+	if c := s.opts.Chaos; c != nil {
+		env = append(slices.Clone(c.Env[name]), env...)
 	}
+	if len(env) > 0 {
+		if penv == nil {
+			penv = os.Environ()
+		}
+		penv = append(slices.Clone(penv), env...)
+	}
+	env = penv
 	if s.opts.Launch != nil {
 		if argv, env, err = s.opts.Launch(BinaryOf(name), argv, env); err != nil {
 			return fmt.Errorf("launch %s: %w", name, err)
