@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
@@ -595,8 +597,11 @@ func partitionAPI(ctx context.Context, m *monkey, f *fault) error {
 
 // expireWatches ends every watch of every process and, for 0.5-2 s, answers each new watch as
 // the API server answers a watch from a resourceVersion etcd compacted away (410 Expired), so
-// every informer lists again: what a compaction does to a watch that fell behind. (etcd itself
-// is not compacted: the etcd audit reads every revision.) Nothing holds the work meanwhile, so the
+// every informer lists again: what a compaction does to a watch that fell behind. From then on
+// every watch from a resourceVersion before the fault is answered so too, as after a compaction
+// at the revision current when it began: a process that watches again from where it was
+// instead of listing never sees another change, and its rollouts stall. (etcd itself is not
+// compacted: the etcd audit reads every revision.) Nothing holds the work meanwhile, so the
 // stall counts from the injection.
 func expireWatches(ctx context.Context, m *monkey, f *fault) error {
 	var proxies []*stack.APIProxy
@@ -609,11 +614,20 @@ func expireWatches(ctx context.Context, m *monkey, f *fault) error {
 	}
 	window := m.between(500*time.Millisecond, 2*time.Second)
 	f.target = "every process"
+	// The revision now (a quorum list answers it): every watch from before it is compacted
+	// away. Without an API server (killed at the same moment) only the window expires watches.
+	var compacted uint64
+	rctx, cancel := context.WithTimeout(ctx, leaseReadTime)
+	list, err := m.s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).List(rctx, metav1.ListOptions{Limit: 1})
+	cancel()
+	if err == nil {
+		compacted, _ = strconv.ParseUint(list.GetResourceVersion(), 10, 64)
+	}
 	f.injected = time.Now()
 	ended, before := 0, 0
 	for _, p := range proxies {
 		before += p.Expired()
-		ended += p.ExpireWatches(window)
+		ended += p.ExpireWatches(window, compacted)
 	}
 	pause(ctx, window)
 	expired := 0
@@ -621,7 +635,7 @@ func expireWatches(ctx context.Context, m *monkey, f *fault) error {
 		expired += p.Expired()
 	}
 	f.restored = time.Now()
-	f.note = fmt.Sprintf("%d watches ended, %d answered 410 Expired", ended, expired-before)
+	f.note = fmt.Sprintf("%d watches ended, %d answered 410 Expired, compacted at %d", ended, expired-before, compacted)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -341,3 +342,55 @@ func approve(t *testing.T, s *stack.Stack, name, reason string) {
 
 // stepSucceeded matches a Succeeded step.
 func stepSucceeded(st v1alpha1.Step) bool { return st.State == v1alpha1.StepSucceeded }
+
+// versionAt returns the recorded version of the named Application stored at resourceVersion rv,
+// or nil when none was.
+func versionAt(t *testing.T, apps *stacktest.History, name string, rv uint64) *argoapp.Application {
+	t.Helper()
+	for _, e := range apps.Of(t, name) {
+		if e.RV != rv {
+			continue
+		}
+		app, err := stacktest.DecodeApplication(e.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return app
+	}
+	return nil
+}
+
+// fenceList renders a verdict's fences as "Name=State, ...".
+func fenceList(v *v1alpha1.Verdict) string {
+	if v == nil {
+		return "none"
+	}
+	out := make([]string, 0, len(v.Fences))
+	for _, f := range v.Fences {
+		out = append(out, f.Name+"="+string(f.State))
+	}
+	return strings.Join(out, ", ")
+}
+
+// holdArgoCD stops Argo CD's application controller: nothing is compared or synced until the
+// returned function starts it again (the test's cleanup does, if the test does not).
+func holdArgoCD(t *testing.T, s *stack.Stack) (release func()) {
+	t.Helper()
+	if err := s.Env.StopProcess(testenv.ProcAppController); err != nil {
+		t.Fatal(err)
+	}
+	held := true
+	release = func() {
+		if !held {
+			return
+		}
+		held = false
+		ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
+		defer cancel()
+		if err := s.Env.StartProcess(ctx, testenv.ProcAppController); err != nil {
+			t.Fatalf("start Argo CD's application controller again: %v", err)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}

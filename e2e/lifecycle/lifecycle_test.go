@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -40,10 +41,14 @@ func syncedSpec(app *argoapp.Application) bool {
 }
 
 // An upgrade whose Application still reads the old Synced/Healthy does not advance: the step is
-// judged only at the new revision. kwok is stopped so the new DaemonSet pod never becomes ready:
-// Argo CD syncs the new spec, the step stays InProgress with a fence Open, and it finishes only
-// after kwok is back. From the recorded versions, the step finished after Argo CD's sync of the
-// new spec finished (resourceVersion order and finishedAt), with every fence Passed.
+// judged only at the new revision. The stale window is forced: Argo CD's application controller
+// is held while the step writes, so the written spec stands over the status of the old one,
+// Synced and Healthy; readiness's verdict on exactly that version (its resourceVersion) is the
+// proof it was judged, and the step stays InProgress with ComparedToSpec Open. Then kwok is
+// stopped so the new DaemonSet pod never becomes ready: Argo CD syncs the new spec, the step
+// stays InProgress with a fence Open, and it finishes only after kwok is back. From the recorded
+// versions, the step finished after Argo CD's sync of the new spec finished (resourceVersion
+// order and finishedAt), with every fence Passed.
 func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
@@ -71,14 +76,61 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 		}
 	}
 	t.Cleanup(startKwok)
+	releaseArgoCD := holdArgoCD(t, s)
 
 	ro := change(t, s, bundle, spec)
 	st := stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)
 	id := stepID(ro, st)
 
+	// The stale window: the step's write stands over the old spec's Synced/Healthy. Wait for a
+	// verdict on a version the step wrote (the proof readiness judged it), then check that
+	// version was stale and the step did not pass on it.
+	var judged v1alpha1.Step
+	err := testenv.WaitFor(ctx, heldTimeout, "a verdict on gpu-operator as step "+id+" wrote it, before Argo CD compared", func(ctx context.Context) (bool, error) {
+		r, err := s.Rollout(ctx, ro.Name)
+		if err != nil {
+			return false, err
+		}
+		cur, _ := findStep(r, "gpu-operator")
+		switch cur.State {
+		case v1alpha1.StepSucceeded, v1alpha1.StepFailed:
+			return false, testenv.Permanent(fmt.Errorf("step %s is %s (%s) before Argo CD compared its write: judged on the status of the old spec", id, cur.State, cur.Message))
+		case v1alpha1.StepInProgress:
+		default:
+			return false, fmt.Errorf("step %s is %s", id, cur.State)
+		}
+		if cur.Verdict == nil || cur.Verdict.ResourceVersion == "" {
+			return false, fmt.Errorf("no verdict yet")
+		}
+		rv, err := strconv.ParseUint(cur.Verdict.ResourceVersion, 10, 64)
+		if err != nil {
+			return false, testenv.Permanent(fmt.Errorf("verdict resourceVersion %q: %w", cur.Verdict.ResourceVersion, err))
+		}
+		if a := versionAt(t, apps, "gpu-operator", rv); a == nil || a.Annotations[v1alpha1.AnnotationStep] != id {
+			return false, fmt.Errorf("the verdict judged resourceVersion %d, not a version step %s wrote", rv, id)
+		}
+		judged = cur
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, _ := strconv.ParseUint(judged.Verdict.ResourceVersion, 10, 64)
+	stale := versionAt(t, apps, "gpu-operator", rv)
+	if stale.Status.Sync.Status != argoapp.SyncStatusCodeSynced || stale.Status.Health.Status != argoapp.HealthStatusHealthy ||
+		appspec.EqualSource(&stale.Status.Sync.ComparedTo.Source, stale.Spec.Source) {
+		t.Fatalf("the judged version (rv %d) is no stale window: %s/%s, comparedTo equal to the spec %v",
+			rv, stale.Status.Sync.Status, stale.Status.Health.Status, appspec.EqualSource(&stale.Status.Sync.ComparedTo.Source, stale.Spec.Source))
+	}
+	if f, _ := fence(judged.Verdict, v1alpha1.FenceComparedToSpec); judged.Verdict.Ready || f.State != v1alpha1.FenceOpen {
+		t.Errorf("verdict on the stale version: ready %v, ComparedToSpec %s (%s); want not ready, Open", judged.Verdict.Ready, f.State, f.Message)
+	}
+	t.Logf("stale window: gpu-operator at rv %d read %s/%s of the old spec, step %s judged with fences %s", rv, stale.Status.Sync.Status, stale.Status.Health.Status, id, fenceList(judged.Verdict))
+	releaseArgoCD()
+
 	// Held: Argo CD compared (and synced) the new spec, but the new pod is not ready.
 	var held *v1alpha1.RuntimeRollout
-	err := testenv.WaitFor(ctx, heldTimeout, "gpu-operator's step held InProgress with a fence Open after Argo CD compared the new spec", func(ctx context.Context) (bool, error) {
+	err = testenv.WaitFor(ctx, heldTimeout, "gpu-operator's step held InProgress with a fence Open after Argo CD compared the new spec", func(ctx context.Context) (bool, error) {
 		r, err := s.Rollout(ctx, ro.Name)
 		if err != nil {
 			return false, err
@@ -112,12 +164,6 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	}
 	if c := readyOf(rt); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonRollingOut {
 		t.Errorf("runtime while held: Ready=%s/%s, want False/%s", c.Status, c.Reason, v1alpha1.ReasonRollingOut)
-	}
-	if _, stale, ok := apps.FirstApp(t, "gpu-operator", func(a *argoapp.Application) bool {
-		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Status.Sync.Status == "Synced" && a.Status.Health.Status == "Healthy" &&
-			a.Status.Sync.ComparedTo.Source.Helm != nil && !appspec.EqualSource(&a.Status.Sync.ComparedTo.Source, a.Spec.Source)
-	}); ok {
-		t.Logf("recorded: after the step's write, gpu-operator still read Synced/Healthy of the old spec (operation %s) while the step stayed InProgress", opPhase(stale))
 	}
 
 	startKwok()

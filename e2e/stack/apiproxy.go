@@ -44,8 +44,12 @@ type APIProxy struct {
 	throttled   int // requests answered 429
 	delayed     int // requests delayed
 	expireUntil time.Time
-	expired     int                                  // watches answered 410 Expired
-	watches     map[*http.Request]context.CancelFunc // the watches in flight, to end them
+	// compacted is the revision before which a watch is answered 410 Expired, as after an etcd
+	// compaction at it (0: none), unless its collection was listed since (listed).
+	compacted uint64
+	listed    map[string]bool
+	expired   int                                  // watches answered 410 Expired
+	watches   map[*http.Request]context.CancelFunc // the watches in flight, to end them
 }
 
 // Throttle is what an APIProxy does to each request while set: a share answered 429 Too Many
@@ -137,12 +141,20 @@ func (p *APIProxy) Heal() { p.front.Heal() }
 
 // ExpireWatches ends every watch in flight through the proxy and, for window, answers every
 // new watch with the API server's answer to a watch from a resourceVersion that etcd compacted
-// away: an ERROR event of a 410 Expired Status. A client-go reflector then lists again (a
-// forced relist) and watches from the list's resourceVersion. It returns how many watches it
-// ended.
-func (p *APIProxy) ExpireWatches(window time.Duration) int {
+// away: an ERROR event of a 410 Expired Status. From then on, as a compaction at revision
+// compacted (the current one; 0 for none) does, it also answers so every watch from an older
+// resourceVersion (one that streams the changes after it; not a watch of sendInitialEvents,
+// nor one from "" or "0"), however late it comes, until the process lists that collection
+// (the same path and selectors) again: a client must list again (a forced relist) and watch
+// from the list's resourceVersion, which the API server serves whatever its age; one that
+// watches again from where it was without listing never gets another event. It returns how
+// many watches it ended.
+func (p *APIProxy) ExpireWatches(window time.Duration, compacted uint64) int {
 	p.mu.Lock()
 	p.expireUntil = time.Now().Add(window)
+	if compacted > 0 {
+		p.compacted, p.listed = max(p.compacted, compacted), map[string]bool{}
+	}
 	watches := p.watches
 	p.watches = nil
 	p.mu.Unlock()
@@ -204,11 +216,18 @@ func (p *APIProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isWatch(r) {
+		if r.Method == http.MethodGet {
+			p.mu.Lock()
+			if p.listed != nil {
+				p.listed[collection(r)] = true
+			}
+			p.mu.Unlock()
+		}
 		p.backend.ServeHTTP(w, r)
 		return
 	}
 	p.mu.Lock()
-	if time.Now().Before(p.expireUntil) && acceptsJSON(r) {
+	if (time.Now().Before(p.expireUntil) || (!p.listed[collection(r)] && compactedAway(r, p.compacted))) && acceptsJSON(r) {
 		p.expired++
 		p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -239,6 +258,25 @@ func isWatch(r *http.Request) bool {
 		return true
 	}
 	return false
+}
+
+// compactedAway reports whether watch r streams the changes after a resourceVersion older than
+// compacted, which a compaction at compacted removed: the API server answers it 410 Expired. A
+// watch that sends the initial state first (sendInitialEvents, a watch-list) or starts from ""
+// or "0" reads the current state and is served.
+func compactedAway(r *http.Request, compacted uint64) bool {
+	q := r.URL.Query()
+	if compacted == 0 || q.Get("sendInitialEvents") == "true" {
+		return false
+	}
+	rv, err := strconv.ParseUint(q.Get("resourceVersion"), 10, 64)
+	return err == nil && rv > 0 && rv < compacted
+}
+
+// collection names what a list or watch reads: its path and selectors.
+func collection(r *http.Request) string {
+	q := r.URL.Query()
+	return r.URL.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
 }
 
 // acceptsJSON reports whether the client reads a JSON answer (client-go asks for protobuf with

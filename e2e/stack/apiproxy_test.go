@@ -22,32 +22,7 @@ import (
 // answers a throttled share 429 with or without Retry-After, counts the delayed requests, and
 // holds every request while partitioned until Heal.
 func TestAPIProxyForwardsThrottlesAndPartitions(t *testing.T) {
-	backend := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWatch(r) { // one event, then the stream stays open
-			_, _ = io.WriteString(w, `{"type":"ADDED"}`+"\n")
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-			return
-		}
-		_, _ = io.WriteString(w, r.URL.Path+" as "+r.Header.Get("Impersonate-User"))
-	}))
-	t.Cleanup(backend.Close)
-	ca, err := tlstest.NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := ca.Server("api-proxy-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := newAPIProxy(&rest.Config{Host: backend.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, backend.URL, pair, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.CertPEM)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	p, client := testAPIProxy(t)
 	get := func(ctx context.Context) (*http.Response, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/api/v1/pods", nil)
 		if err != nil {
@@ -104,7 +79,7 @@ func TestAPIProxyForwardsThrottlesAndPartitions(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || line != `{"type":"ADDED"}`+"\n" {
 		t.Fatalf("watch through the proxy: %q, %v", line, err)
 	}
-	if n := p.ExpireWatches(time.Minute); n != 1 {
+	if n := p.ExpireWatches(time.Minute, 0); n != 1 {
 		t.Errorf("ExpireWatches ended %d watches, want 1", n)
 	}
 	if line, err := r.ReadString('\n'); err == nil {
@@ -129,5 +104,110 @@ func TestAPIProxyForwardsThrottlesAndPartitions(t *testing.T) {
 	p.Heal()
 	if resp, _, err = get(t.Context()); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("healed: %v %v; want 200", err, resp)
+	}
+}
+
+// testAPIProxy starts an API proxy in front of a backend that answers a watch with one ADDED
+// event (then holds the stream open) and any other request with its path and impersonated user,
+// and returns it with a client that trusts it.
+func testAPIProxy(t *testing.T) (*APIProxy, *http.Client) {
+	t.Helper()
+	backend := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isWatch(r) { // one event, then the stream stays open
+			_, _ = io.WriteString(w, `{"type":"ADDED"}`+"\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		_, _ = io.WriteString(w, r.URL.Path+" as "+r.Header.Get("Impersonate-User"))
+	}))
+	t.Cleanup(backend.Close)
+	ca, err := tlstest.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := ca.Server("api-proxy-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newAPIProxy(&rest.Config{Host: backend.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, backend.URL, pair, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	return p, client
+}
+
+// After ExpireWatches with a compaction revision, a watch from an older resourceVersion is
+// answered 410 Expired whenever it comes, as a compaction answers it, until the collection is
+// listed again; a watch from the revision on, from "" or "0", or one that sends the initial
+// state first, is served. A later, lower revision does not undo it.
+func TestAPIProxyExpiresWatchesFromBeforeTheCompactionForGood(t *testing.T) {
+	p, client := testAPIProxy(t)
+	watchFrom := func(query string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/api/v1/pods?watch=true"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil {
+			t.Fatalf("watch %s: %v", query, err)
+		}
+		return strings.TrimSpace(line)
+	}
+	if got := watchFrom("&resourceVersion=5"); got != `{"type":"ADDED"}` {
+		t.Fatalf("a watch before any expiry: %s", got)
+	}
+	p.ExpireWatches(0, 100)
+	p.ExpireWatches(0, 50)
+	for query, expired := range map[string]bool{
+		"&resourceVersion=5":   true,
+		"&resourceVersion=99":  true,
+		"&resourceVersion=100": false,
+		"&resourceVersion=123": false,
+		"":                     false,
+		"&resourceVersion=0":   false,
+		"&resourceVersion=5&sendInitialEvents=true&resourceVersionMatch=NotOlderThan": false,
+	} {
+		got := watchFrom(query)
+		if is := strings.Contains(got, `"code":410`) && strings.Contains(got, `"reason":"Expired"`); is != expired {
+			t.Errorf("watch%s: %s; want 410 Expired %v", query, got, expired)
+		}
+	}
+	if got := p.Expired(); got != 2 {
+		t.Errorf("Expired() = %d, want 2", got)
+	}
+
+	// A list of another collection does not count; a list of the pods does.
+	list := func(query string) {
+		t.Helper()
+		resp, err := client.Get(p.URL() + "/api/v1/pods" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	list("?labelSelector=app%3Dother")
+	if got := watchFrom("&resourceVersion=5"); !strings.Contains(got, `"code":410`) {
+		t.Errorf("a watch from before the compaction after a list of another collection: %s; want 410 Expired", got)
+	}
+	list("?limit=500&resourceVersion=5")
+	if got := watchFrom("&resourceVersion=5"); got != `{"type":"ADDED"}` {
+		t.Errorf("a watch from the list's resourceVersion: %s; want it served", got)
+	}
+	p.ExpireWatches(0, 200) // a later compaction: list again
+	if got := watchFrom("&resourceVersion=150"); !strings.Contains(got, `"code":410`) {
+		t.Errorf("a watch from before the second compaction: %s; want 410 Expired", got)
 	}
 }
