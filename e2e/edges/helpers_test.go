@@ -92,30 +92,8 @@ func change(t *testing.T, s *stack.Stack, from string) *v1alpha1.RuntimeRollout 
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.ApplyRuntime(t.Context(), spec) }); err != nil {
 		t.Fatal(err)
 	}
-	var ro *v1alpha1.RuntimeRollout
-	err = testenv.WaitFor(t.Context(), stacktest.ChangeTimeout, "a rollout from plan "+from, func(ctx context.Context) (bool, error) {
-		rt, err := s.Runtime(ctx)
-		if err != nil {
-			return false, err
-		}
-		// The plan desired before the change (an earlier rollout's, failed) is not the new one.
-		if rt.Status.DesiredPlan == "" || rt.Status.DesiredPlan == from || rt.Status.DesiredPlan == before.Status.DesiredPlan || rt.Status.Rollout == "" {
-			return false, fmt.Errorf("desired plan %q, rollout %q (%s)", rt.Status.DesiredPlan, rt.Status.Rollout, stack.Blocker(rt))
-		}
-		r, err := s.Rollout(ctx, rt.Status.Rollout)
-		if err != nil {
-			return false, err
-		}
-		if r.Spec.FromDigest != from || r.Spec.ToDigest != rt.Status.DesiredPlan || len(r.Status.Steps) == 0 {
-			return false, fmt.Errorf("rollout %s goes %s -> %s with %d steps", r.Name, r.Spec.FromDigest, r.Spec.ToDigest, len(r.Status.Steps))
-		}
-		ro = r
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ro
+	// The plan desired before the change (an earlier rollout's, failed) is not the new one.
+	return stacktest.NewRollout(t, s, from, before.Status.DesiredPlan)
 }
 
 // stepOf returns the rollout's step for release, failing the test when there is none or its

@@ -117,36 +117,7 @@ func change(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.ClusterRu
 	}
 	from := rt.Status.ActivePlan
 	apply(t, s, bundle, spec)
-	return newRollout(t, s, from)
-}
-
-// newRollout waits until the runtime desires a plan other than from and names the rollout from
-// it to that plan.
-func newRollout(t *testing.T, s *stack.Stack, from string) *v1alpha1.RuntimeRollout {
-	t.Helper()
-	var ro *v1alpha1.RuntimeRollout
-	err := testenv.WaitFor(t.Context(), stacktest.ChangeTimeout, "a rollout from plan "+from, func(ctx context.Context) (bool, error) {
-		rt, err := s.Runtime(ctx)
-		if err != nil {
-			return false, err
-		}
-		if rt.Status.DesiredPlan == "" || rt.Status.DesiredPlan == from || rt.Status.Rollout == "" {
-			return false, fmt.Errorf("desired plan %q, rollout %q (%s)", rt.Status.DesiredPlan, rt.Status.Rollout, stack.Blocker(rt))
-		}
-		r, err := s.Rollout(ctx, rt.Status.Rollout)
-		if err != nil {
-			return false, err
-		}
-		if r.Spec.FromDigest != from || r.Spec.ToDigest != rt.Status.DesiredPlan || len(r.Status.Steps) == 0 {
-			return false, fmt.Errorf("rollout %s goes %s -> %s with %d steps", r.Name, r.Spec.FromDigest, r.Spec.ToDigest, len(r.Status.Steps))
-		}
-		ro = r
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ro
+	return stacktest.NewRollout(t, s, from)
 }
 
 // waitRolledOut waits for Ready=True/RolledOut, observed at the runtime's generation, at the

@@ -779,7 +779,7 @@ func TestPausedHoldsANewRolloutsSteps(t *testing.T) {
 	}
 
 	apply(t, s, next, nextSpec)
-	ro := newRollout(t, s, from)
+	ro := stacktest.NewRollout(t, s, from)
 	waitRolloutDone(t, s, ro.Name)
 	waitRolledOut(t, s)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +198,34 @@ func Observer(t *testing.T, s *stack.Stack, name string) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// NewRollout waits until the runtime desires a plan other than from (and other than each of
+// stale: a plan desired before the change, such as an earlier failed rollout's) and returns
+// the rollout from from to that plan once it has its steps.
+func NewRollout(t *testing.T, s *stack.Stack, from string, stale ...string) *v1alpha1.RuntimeRollout {
+	t.Helper()
+	var ro *v1alpha1.RuntimeRollout
+	err := testenv.WaitFor(t.Context(), ChangeTimeout, "a rollout from plan "+from, func(ctx context.Context) (bool, error) {
+		rt, err := s.Runtime(ctx)
+		if err != nil {
+			return false, err
+		}
+		if rt.Status.DesiredPlan == "" || rt.Status.DesiredPlan == from || slices.Contains(stale, rt.Status.DesiredPlan) || rt.Status.Rollout == "" {
+			return false, fmt.Errorf("desired plan %q, rollout %q (%s)", rt.Status.DesiredPlan, rt.Status.Rollout, stack.Blocker(rt))
+		}
+		r, err := s.Rollout(ctx, rt.Status.Rollout)
+		if err != nil {
+			return false, err
+		}
+		if r.Spec.FromDigest != from || r.Spec.ToDigest != rt.Status.DesiredPlan || len(r.Status.Steps) == 0 {
+			return false, fmt.Errorf("rollout %s goes %s -> %s with %d steps", r.Name, r.Spec.FromDigest, r.Spec.ToDigest, len(r.Status.Steps))
+		}
+		ro = r
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ro
 }
