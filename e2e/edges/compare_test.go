@@ -131,7 +131,7 @@ func TestAnApplicationDeletedDuringItsStepIsWrittenAgainByTheStep(t *testing.T) 
 	ctx := t.Context()
 	rt := rolledOut(t, s)
 	const rel = "cert-manager"
-	release := holdArgoCD(t, s)
+	release := stacktest.HoldArgoCD(t, s)
 	setValue(t, rel, "deletedDuringItsStep", "yes")
 	ro := change(t, s, rt.Status.ActivePlan)
 	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
@@ -189,7 +189,7 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	}
 	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
-	release := holdArgoCD(t, s)
+	release := stacktest.HoldArgoCD(t, s)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := s.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
 		if err != nil {
@@ -295,7 +295,7 @@ func TestAComparisonFromBeforeTheStepNeverPassesIt(t *testing.T) {
 	})
 	// Edited back with Argo CD held: the spec is the active plan's again, the status still the
 	// comparison of the edit.
-	release := holdArgoCD(t, s)
+	release := stacktest.HoldArgoCD(t, s)
 	patchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:null}}}}}`, key))
 	startPlanner()
 

@@ -26,7 +26,7 @@ func editDuringStep(t *testing.T, planned string) (*v1alpha1.RuntimeRollout, str
 	t.Helper()
 	s := stacktest.Need(t)
 	rt := rolledOut(t, s)
-	release := holdArgoCD(t, s)
+	release := stacktest.HoldArgoCD(t, s)
 	setValue(t, edited, "logLevel", planned)
 	ro := change(t, s, rt.Status.ActivePlan)
 	id := stepID(ro, stepOf(t, ro, edited, v1alpha1.ActionUpgrade))

@@ -28,7 +28,7 @@ func TestAFailedRolloutIsNeverRolledBack(t *testing.T) {
 	const timeout = 60 * time.Second
 	spec.Rollout.ActionTimeout = &metav1.Duration{Duration: timeout}
 	t.Cleanup(func() { spec.Rollout.ActionTimeout = nil })
-	release := holdArgoCD(t, s)
+	release := stacktest.HoldArgoCD(t, s)
 	setValue(t, moved, "logLevel", "failed-plan")
 	ro := change(t, s, rt.Status.ActivePlan)
 	id := stepID(ro, stepOf(t, ro, moved, v1alpha1.ActionUpgrade))

@@ -183,29 +183,6 @@ func describeRollout(ro *v1alpha1.RuntimeRollout) string {
 	return out
 }
 
-// holdArgoCD stops Argo CD's application controller: nothing is compared or synced until the
-// returned function starts it again (the test's cleanup does, if the test does not).
-func holdArgoCD(t *testing.T, s *stack.Stack) (release func()) {
-	t.Helper()
-	if err := s.Env.StopProcess(testenv.ProcAppController); err != nil {
-		t.Fatal(err)
-	}
-	held := true
-	release = func() {
-		if !held {
-			return
-		}
-		held = false
-		ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
-		defer cancel()
-		if err := s.Env.StartProcess(ctx, testenv.ProcAppController); err != nil {
-			t.Fatalf("start Argo CD's application controller again: %v", err)
-		}
-	}
-	t.Cleanup(release)
-	return release
-}
-
 // patchApp edits an Application by hand (field manager person) and returns what was stored.
 func patchApp(t *testing.T, s *stack.Stack, name, patch string) *argoapp.Application {
 	t.Helper()

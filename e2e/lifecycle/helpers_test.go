@@ -342,26 +342,3 @@ func fenceList(v *v1alpha1.Verdict) string {
 	}
 	return strings.Join(out, ", ")
 }
-
-// holdArgoCD stops Argo CD's application controller: nothing is compared or synced until the
-// returned function starts it again (the test's cleanup does, if the test does not).
-func holdArgoCD(t *testing.T, s *stack.Stack) (release func()) {
-	t.Helper()
-	if err := s.Env.StopProcess(testenv.ProcAppController); err != nil {
-		t.Fatal(err)
-	}
-	held := true
-	release = func() {
-		if !held {
-			return
-		}
-		held = false
-		ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
-		defer cancel()
-		if err := s.Env.StartProcess(ctx, testenv.ProcAppController); err != nil {
-			t.Fatalf("start Argo CD's application controller again: %v", err)
-		}
-	}
-	t.Cleanup(release)
-	return release
-}

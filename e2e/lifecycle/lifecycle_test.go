@@ -76,7 +76,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 		}
 	}
 	t.Cleanup(startKwok)
-	releaseArgoCD := holdArgoCD(t, s)
+	releaseArgoCD := stacktest.HoldArgoCD(t, s)
 
 	ro := change(t, s, bundle, spec)
 	st := stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)
