@@ -35,11 +35,7 @@ const sharedKeep = 4
 // file), so two test packages that both need the images build them once. o.Out is ignored.
 // It returns the images and the layout's folder.
 func Shared(ctx context.Context, o Options, cache string) ([]Image, string, error) {
-	o.Out = "-" // defaults requires one; the layout goes under cache
-	if err := o.defaults(); err != nil {
-		return nil, "", err
-	}
-	key, err := o.key(ctx)
+	o, key, err := o.sharedKey(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -83,11 +79,7 @@ func Shared(ctx context.Context, o Options, cache string) ([]Image, string, erro
 // Kept returns the images of a finished Shared build of o's inputs in cache, and false when
 // there is none; it never builds.
 func Kept(ctx context.Context, o Options, cache string) ([]Image, bool, error) {
-	o.Out = "-"
-	if err := o.defaults(); err != nil {
-		return nil, false, err
-	}
-	key, err := o.key(ctx)
+	_, key, err := o.sharedKey(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -102,6 +94,17 @@ func Kept(ctx context.Context, o Options, cache string) ([]Image, bool, error) {
 	now := time.Now()
 	_ = os.Chtimes(dir, now, now)
 	return images, true, nil
+}
+
+// sharedKey fills o's defaults (Out is not needed: the layout goes under the cache) and returns
+// o with the key of its inputs, as Shared and Kept name a build.
+func (o Options) sharedKey(ctx context.Context) (Options, string, error) {
+	o.Out = "-"
+	if err := o.defaults(); err != nil {
+		return o, "", err
+	}
+	key, err := o.key(ctx)
+	return o, key, err
 }
 
 // key is the hash of everything Build's output depends on.
