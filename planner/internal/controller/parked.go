@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/aicr-run/aicr-operator/servicekit/logging"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -114,24 +113,13 @@ func (c *Controller) retryParked(ctx context.Context, rt *v1alpha1.ClusterRuntim
 		c.event(ctx, rt, corev1.EventTypeNormal, EventParkedRetried, fmt.Sprintf("%d parked message(s) sent back to where they came from", sent))
 	}
 	c.refreshParked(ctx)
-	cur := rt
-	err = retryConflict(func() error {
+	cur, err := c.updateRuntime(ctx, rt, func(cur *v1alpha1.ClusterRuntime) *v1alpha1.ClusterRuntime {
 		if _, ok := cur.Annotations[v1alpha1.AnnotationRetryParked]; !ok {
 			return nil
 		}
 		next := cur.DeepCopy()
 		delete(next.Annotations, v1alpha1.AnnotationRetryParked)
-		out, err := c.store.UpdateRuntime(ctx, next)
-		if apierrors.IsConflict(err) {
-			if fresh, gerr := c.store.GetRuntime(ctx, rt.Name); gerr == nil {
-				cur = fresh
-			}
-			return err
-		}
-		if err == nil {
-			cur = out
-		}
-		return err
+		return next
 	})
 	if err != nil {
 		return rt, fmt.Errorf("remove %s from %s: %w", v1alpha1.AnnotationRetryParked, rt.Name, err)

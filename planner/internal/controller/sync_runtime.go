@@ -57,8 +57,7 @@ func (c *Controller) releaseFinalizer(ctx context.Context, rt *v1alpha1.ClusterR
 }
 
 func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRuntime, add bool) (*v1alpha1.ClusterRuntime, error) {
-	cur := rt
-	err := retryConflict(func() error {
+	cur, err := c.updateRuntime(ctx, rt, func(cur *v1alpha1.ClusterRuntime) *v1alpha1.ClusterRuntime {
 		fin := slices.DeleteFunc(slices.Clone(cur.Finalizers), func(f string) bool { return f == v1alpha1.RuntimeFinalizer })
 		if add {
 			fin = append(fin, v1alpha1.RuntimeFinalizer)
@@ -68,6 +67,28 @@ func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRunti
 		}
 		next := cur.DeepCopy()
 		next.Finalizers = fin
+		return next
+	})
+	if apierrors.IsNotFound(err) {
+		return cur, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update finalizer of %s: %w", rt.Name, err)
+	}
+	return cur, nil
+}
+
+// updateRuntime writes edit's change of the runtime's metadata, starting from rt as already
+// read: the first try costs no GET. After a conflict it reads the runtime again and asks edit
+// again. edit returns the changed copy, or nil when the runtime needs no write. It returns the
+// runtime as last written or read (rt when nothing was).
+func (c *Controller) updateRuntime(ctx context.Context, rt *v1alpha1.ClusterRuntime, edit func(cur *v1alpha1.ClusterRuntime) *v1alpha1.ClusterRuntime) (*v1alpha1.ClusterRuntime, error) {
+	cur := rt
+	err := retryConflict(func() error {
+		next := edit(cur)
+		if next == nil {
+			return nil
+		}
 		out, err := c.store.UpdateRuntime(ctx, next)
 		if apierrors.IsConflict(err) {
 			if fresh, gerr := c.store.GetRuntime(ctx, rt.Name); gerr == nil {
@@ -80,13 +101,7 @@ func (c *Controller) setFinalizer(ctx context.Context, rt *v1alpha1.ClusterRunti
 		}
 		return err
 	})
-	if apierrors.IsNotFound(err) {
-		return cur, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("update finalizer of %s: %w", rt.Name, err)
-	}
-	return cur, nil
+	return cur, err
 }
 
 func (c *Controller) knownEngine(rt *v1alpha1.ClusterRuntime) *bus.EngineStatus {
