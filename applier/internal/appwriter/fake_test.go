@@ -18,6 +18,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 var appsResource = argoapp.ApplicationsResource
@@ -293,29 +294,24 @@ func (f *fakeApps) writes() []call {
 	return out
 }
 
-// fakePublisher records published results.
-type fakePublisher struct {
-	mu   sync.Mutex
-	sent []published
-	err  error
-}
-
+// published is one result a test's Writer published.
 type published struct {
 	Subject string
 	ID      string
 	Result  *bus.ApplyResult
 }
 
-func (p *fakePublisher) Publish(_ context.Context, subject, id string, m bus.Envelope) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil {
-		return p.err
+// results returns what the Writer published, failing the test on a message that is not an
+// ApplyResult: the Writer publishes nothing else.
+func results(t *testing.T, pub *bustest.Recorder) []published {
+	t.Helper()
+	var out []published
+	for _, m := range pub.Sent() {
+		res, ok := m.Msg.(*bus.ApplyResult)
+		if !ok {
+			t.Fatalf("published a %T on %s; want only ApplyResults", m.Msg, m.Subject)
+		}
+		out = append(out, published{Subject: m.Subject, ID: m.ID, Result: res})
 	}
-	res, ok := m.(*bus.ApplyResult)
-	if !ok {
-		return fmt.Errorf("unexpected message %T", m)
-	}
-	p.sent = append(p.sent, published{Subject: subject, ID: id, Result: res})
-	return nil
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 // TestApplyReadsPlansThroughTheCache: the writer reads a command's plan by digest with a GET,
@@ -81,7 +82,7 @@ func TestApplyReadsPlansThroughTheCache(t *testing.T) {
 				return tc.getErr != nil, nil, tc.getErr
 			})
 			w, err := New(Config{Apps: newFakeApps(t), Plans: plan.NewCache(plan.GetLoader(cs.CoreV1().ConfigMaps(testOperatorNS)), 0),
-				Publisher: &fakePublisher{}, Settings: testSettings(), Rollouts: &fakeRollouts{}})
+				Publisher: &bustest.Recorder{}, Settings: testSettings(), Rollouts: &fakeRollouts{}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,13 +28,14 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 // harness is a Writer on fakes, with one stored plan.
 type harness struct {
 	w        *Writer
 	apps     *fakeApps
-	pub      *fakePublisher
+	pub      *bustest.Recorder
 	plan     *plan.Plan
 	rollouts *fakeRollouts
 }
@@ -71,7 +72,7 @@ func newHarness(t *testing.T, cms ...*corev1.ConfigMap) *harness {
 	for _, c := range cms {
 		objs = append(objs, c)
 	}
-	h := &harness{apps: newFakeApps(t), pub: &fakePublisher{}, plan: p, rollouts: &fakeRollouts{ended: map[string]v1alpha1.RolloutPhase{}}}
+	h := &harness{apps: newFakeApps(t), pub: &bustest.Recorder{}, plan: p, rollouts: &fakeRollouts{ended: map[string]v1alpha1.RolloutPhase{}}}
 	w, err := New(Config{
 		Rollouts:  h.rollouts,
 		Apps:      h.apps,
@@ -976,8 +977,9 @@ func TestHandlePublishesOneResultPerCommand(t *testing.T) {
 		}
 	}
 	want := []published{{Subject: "aicr.v1.evt.applied.cluster.gpu-operator", ID: cmd.ID + "/result"}, {Subject: "aicr.v1.evt.applied.cluster.gpu-operator", ID: cmd.ID + "/result"}}
-	got := make([]published, len(h.pub.sent))
-	for i, p := range h.pub.sent {
+	sent := results(t, h.pub)
+	got := make([]published, len(sent))
+	for i, p := range sent {
 		got[i] = published{Subject: p.Subject, ID: p.ID}
 		if p.Result.CommandID != cmd.ID || p.Result.Step != cmd.Step || p.Result.Outcome != bus.OutcomeWritten {
 			t.Errorf("result %d = %+v", i, p.Result)
@@ -987,7 +989,7 @@ func TestHandlePublishesOneResultPerCommand(t *testing.T) {
 		t.Errorf("published (-want +got):\n%s", diff)
 	}
 
-	h.pub.err = errors.New("nats: timeout")
+	h.pub.FailWith(errors.New("nats: timeout"))
 	if err := h.w.HandleApply(context.Background(), msg); err == nil || dispatch.IsTerminal(err) {
 		t.Errorf("HandleApply with a failing publisher = %v; want a retryable error", err)
 	}
@@ -1004,8 +1006,8 @@ func TestHandleRemovePublishes(t *testing.T) {
 	if err := h.w.HandleRemove(context.Background(), &dispatch.Message{Type: bus.TypeRemoveCommand, Data: data}); err != nil {
 		t.Fatalf("HandleRemove: %v", err)
 	}
-	if len(h.pub.sent) != 1 || h.pub.sent[0].Result.Outcome != bus.OutcomeRemoved || h.pub.sent[0].ID != cmd.ID+"/result" {
-		t.Errorf("published %+v; want one Removed result", h.pub.sent)
+	if sent := results(t, h.pub); len(sent) != 1 || sent[0].Result.Outcome != bus.OutcomeRemoved || sent[0].ID != cmd.ID+"/result" {
+		t.Errorf("published %+v; want one Removed result", sent)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 var driftSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
@@ -46,7 +47,7 @@ func (f *fakeApps) lw() cache.ListerWatcher {
 // active plan, and no rollout.
 type driftHarness struct {
 	c     *Controller
-	pub   *recordingPublisher
+	pub   *bustest.Recorder
 	rec   *record.FakeRecorder
 	apps  *fakeApps
 	plan  *plan.Plan
@@ -62,37 +63,15 @@ func (h *driftHarness) setRuntime(change func(*v1alpha1.ClusterRuntime)) {
 	change(h.rt)
 }
 
-// recordingPublisher keeps every command published.
-type recordingPublisher struct {
-	mu   sync.Mutex
-	ids  []string
-	sent []bus.Envelope
-}
-
-func (p *recordingPublisher) Publish(_ context.Context, _ string, id string, m bus.Envelope) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ids = append(p.ids, id)
-	p.sent = append(p.sent, m)
-	return nil
-}
-
 // basis returns the basis of the i-th command published (nil when it has none).
-func (p *recordingPublisher) basis(t *testing.T, i int) *bus.Basis {
+func (h *driftHarness) basis(t *testing.T, i int) *bus.Basis {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cmd, ok := p.sent[i].(*bus.ApplyCommand)
+	sent := h.pub.Sent()
+	cmd, ok := sent[i].Msg.(*bus.ApplyCommand)
 	if !ok {
-		t.Fatalf("command %d is a %T, want an ApplyCommand", i, p.sent[i])
+		t.Fatalf("command %d is a %T, want an ApplyCommand", i, sent[i].Msg)
 	}
 	return cmd.Basis
-}
-
-func (p *recordingPublisher) published() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.ids...)
 }
 
 func newDriftHarness(t *testing.T) *driftHarness {
@@ -103,7 +82,7 @@ func newDriftHarness(t *testing.T) *driftHarness {
 	}
 	rt := &v1alpha1.ClusterRuntime{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.RuntimeName, UID: "rt-uid"}}
 	rt.Status.ActivePlan, rt.Status.EnginePolicy = p.Digest(), v1alpha1.EnginePolicyArgoCDV2
-	h := &driftHarness{pub: &recordingPublisher{}, rec: record.NewFakeRecorder(100), apps: &fakeApps{w: watch.NewFake()}, plan: p, rt: rt,
+	h := &driftHarness{pub: &bustest.Recorder{}, rec: record.NewFakeRecorder(100), apps: &fakeApps{w: watch.NewFake()}, plan: p, rt: rt,
 		store: &memStore{runtime: rt, rollouts: map[string]*v1alpha1.RuntimeRollout{}}}
 	for _, r := range p.Releases {
 		h.apps.items = append(h.apps.items, *h.written(t, r.Name))
@@ -178,13 +157,13 @@ func TestDriftDecidedFromStateOnceWhateverTheReports(t *testing.T) {
 			}
 		}
 	}
-	got := h.pub.published()
+	got := h.pub.IDs()
 	if len(got) != 1 || !strings.HasPrefix(got[0], "repair/") || !strings.HasSuffix(got[0], "/11/"+release) {
 		t.Fatalf("published %v, want one repair of %s tagged with resourceVersion 11", got, release)
 	}
 	// Its ordering token is the Application it was decided from (the applier refuses it on any
 	// other).
-	if b, want := h.pub.basis(t, 0), (bus.Basis{UID: string(edited.UID), ResourceVersion: "11", Step: "r-1/1@r-uid"}); b == nil || *b != want {
+	if b, want := h.basis(t, 0), (bus.Basis{UID: string(edited.UID), ResourceVersion: "11", Step: "r-1/1@r-uid"}); b == nil || *b != want {
 		t.Errorf("repair basis %+v, want %+v", b, want)
 	}
 
@@ -193,7 +172,7 @@ func TestDriftDecidedFromStateOnceWhateverTheReports(t *testing.T) {
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.pub.published(); len(got) != 1 {
+	if got := h.pub.IDs(); len(got) != 1 {
 		t.Errorf("published %v after the edit was undone, want nothing more", got)
 	}
 }
@@ -222,11 +201,11 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := h.pub.published()
+	got := h.pub.IDs()
 	if len(got) != 1 || !strings.HasSuffix(got[0], "/gone-"+string(gone.UID)+"/"+gone.Name) {
 		t.Fatalf("published %v, want one rewrite of %s tagged with its UID", got, gone.Name)
 	}
-	if b := h.pub.basis(t, 0); b == nil || *b != (bus.Basis{}) {
+	if b := h.basis(t, 0); b == nil || *b != (bus.Basis{}) {
 		t.Errorf("rewrite basis %+v, want the empty basis: decided from no Application", b)
 	}
 }
@@ -244,7 +223,7 @@ func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 		t.Fatal(err)
 	}
-	cmds := h.pub.published()
+	cmds := h.pub.IDs()
 	if len(cmds) != 1 {
 		t.Fatalf("published %v, want one repair of the edited values", cmds)
 	}
@@ -272,7 +251,7 @@ func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 		t.Fatal(err)
 	}
-	cmds = h.pub.published()
+	cmds = h.pub.IDs()
 	if len(cmds) != 2 {
 		t.Fatalf("published %v, want a second repair of the new version", cmds)
 	}
@@ -298,7 +277,7 @@ func TestARepairIsNotRepeatedWriteAfterWrite(t *testing.T) {
 		if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 			t.Fatal(err)
 		}
-		return h.pub.published()
+		return h.pub.IDs()
 	}
 	first := check()
 	if len(first) != 1 {
@@ -339,7 +318,7 @@ func TestTheSameEditMadeAgainAfterItsRepairLandedIsForcedBackAtOnce(t *testing.T
 		if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 			t.Fatal(err)
 		}
-		return h.pub.published()
+		return h.pub.IDs()
 	}
 	edit("11")
 	if got := check(); len(got) != 1 {
@@ -375,7 +354,7 @@ func TestAnOlderEnginePolicysApplicationsAreTheMovesToWrite(t *testing.T) {
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.pub.published(); len(got) != 0 {
+	if got := h.pub.IDs(); len(got) != 0 {
 		t.Fatalf("published %v for Applications as the older policy wrote them, want nothing", got)
 	}
 
@@ -387,7 +366,7 @@ func TestAnOlderEnginePolicysApplicationsAreTheMovesToWrite(t *testing.T) {
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.pub.published(); len(got) != 1 || !strings.HasSuffix(got[0], "/20/"+release) {
+	if got := h.pub.IDs(); len(got) != 1 || !strings.HasSuffix(got[0], "/20/"+release) {
 		t.Fatalf("published %v, want one repair of the values edited at version 20", got)
 	}
 
@@ -396,7 +375,7 @@ func TestAnOlderEnginePolicysApplicationsAreTheMovesToWrite(t *testing.T) {
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: other}); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.pub.published(); len(got) != 2 || !strings.HasSuffix(got[1], "/12/"+other) {
+	if got := h.pub.IDs(); len(got) != 2 || !strings.HasSuffix(got[1], "/12/"+other) {
 		t.Fatalf("published %v under argocd.v2, want a repair of %s's removed exceptions", got, other)
 	}
 }

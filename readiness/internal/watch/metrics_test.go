@@ -18,6 +18,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 func TestMetrics(t *testing.T) {
@@ -100,7 +101,7 @@ func TestWatcherReportsEachComponentsLastVerdict(t *testing.T) {
 	p, cm := testPlan(t)
 	app := written(t, p, "r-1/1")
 	reg := prometheus.NewPedanticRegistry()
-	rec := &recorder{}
+	rec := &bustest.Recorder{Dedupe: true}
 	argo := newFakeApps(t, app)
 	w := &Watcher{Apps: argo, Settings: testSettings, Publisher: rec, Metrics: NewMetrics(prometheus.WrapRegistererWithPrefix("aicr_", reg)),
 		Plans:    plan.NewCache(plan.GetLoader(k8sfake.NewSimpleClientset(cm).CoreV1().ConfigMaps("aicr-system")), 0),
@@ -127,7 +128,7 @@ func TestWatcherReportsEachComponentsLastVerdict(t *testing.T) {
 		}
 		return out
 	}
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	got := gauges()
 	if v, ok := got["aicr_readiness_component_ready{release=gpu-operator,runtime=cluster}"]; !ok || v != 1 {
 		t.Errorf("after a ready verdict: %v", got)
@@ -143,7 +144,7 @@ func TestWatcherReportsEachComponentsLastVerdict(t *testing.T) {
 	if _, err := argo.Update(context.Background(), app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := rec.waitFor(t, "the verdict of step r-2/1", func(s []sent) bool {
+	s := waitFor(t, rec, "the verdict of step r-2/1", func(s []bustest.Sent) bool {
 		vs := verdicts(s)
 		return len(vs) == 2
 	})
@@ -170,7 +171,7 @@ func TestWatcherReportsEachComponentsLastVerdict(t *testing.T) {
 	if err := argo.Delete(context.Background(), app.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "the Deleted report", func(s []sent) bool {
+	waitFor(t, rec, "the Deleted report", func(s []bustest.Sent) bool {
 		return slices.ContainsFunc(drifts(s), func(d *bus.DriftReport) bool { return slices.Contains(d.Kinds, bus.DriftDeleted) })
 	})
 	if got := gauges(); len(got) != 0 {

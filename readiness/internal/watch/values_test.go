@@ -22,6 +22,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/plan"
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 func TestValuesDigest(t *testing.T) {
@@ -122,7 +123,7 @@ func TestWatcherNamesValuesDriftFromTheAPIServer(t *testing.T) {
 		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:source":{"f:helm":{"f:valuesObject":{"f:replicas":{}}},"f:path":{}}}}`)}}
 	app.ManagedFields = []metav1.ManagedFieldsEntry{ours}
 	argo, rec, _ := startWatcher(t, app)
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
+	waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
 	if n := argo.gets(); n != 0 {
 		t.Errorf("%d reads of the Application as written, want 0: the cache judges it", n)
 	}
@@ -136,7 +137,7 @@ func TestWatcherNamesValuesDriftFromTheAPIServer(t *testing.T) {
 	if _, err := argo.Update(context.Background(), edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := rec.waitFor(t, "a drift report", func(s []sent) bool { return len(drifts(s)) == 1 })
+	s := waitFor(t, rec, "a drift report", func(s []bustest.Sent) bool { return len(drifts(s)) == 1 })
 	got := drifts(s)[0]
 	want := &bus.DriftReport{Runtime: "cluster", Release: "gpu-operator", PlanDigest: p.Digest(), StepID: "r-1/1", ResourceVersion: "2",
 		Kinds: []string{bus.DriftValues}, Fields: []string{valuesPath + ".replicas"}, Managers: []string{"kubectl-edit"}}
@@ -178,11 +179,11 @@ components:
 				s.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(c.live)}
 			}
 			argo := newFakeApps(t, app)
-			rec := &recorder{}
+			rec := &bustest.Recorder{Dedupe: true}
 			runWatcher(t, &Watcher{Apps: argo, Settings: testSettings, Publisher: rec,
 				Plans:    plan.NewCache(plan.GetLoader(k8sfake.NewSimpleClientset(cm).CoreV1().ConfigMaps("aicr-system")), 0),
 				Removals: &removal.Checker{Rollouts: &fakeRollouts{}}})
-			rec.waitFor(t, "a ready verdict", func(s []sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
+			waitFor(t, rec, "a ready verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
 
 			// The next step writes the same values: judged again, from what was learnt.
 			next := app.DeepCopy()
@@ -193,7 +194,7 @@ components:
 			if _, err := argo.Update(context.Background(), next, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			s := rec.waitFor(t, "the verdict of step r-2/1", func(s []sent) bool {
+			s := waitFor(t, rec, "the verdict of step r-2/1", func(s []bustest.Sent) bool {
 				vs := verdicts(s)
 				return len(vs) == 2 && vs[1].StepID == "r-2/1"
 			})

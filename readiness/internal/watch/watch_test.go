@@ -30,6 +30,7 @@ import (
 
 	"github.com/aicr-run/aicr-operator/readiness/internal/fences"
 	"github.com/aicr-run/aicr-operator/readiness/internal/removal"
+	"github.com/aicr-run/aicr-operator/testkit/bustest"
 )
 
 func fencesOf(app *argoapp.Application) []v1alpha1.Fence {
@@ -39,81 +40,15 @@ func fencesOf(app *argoapp.Application) []v1alpha1.Fence {
 // waitTimeout bounds every wait for the watcher to react.
 const waitTimeout = 10 * time.Second
 
-type sent struct {
-	subject, id string
-	msg         bus.Envelope
-}
-
-// recorder is a Publisher that keeps what was sent and drops a repeated ID like JetStream.
-type recorder struct {
-	mu   sync.Mutex
-	ids  map[string]bool
-	sent []sent
-}
-
-func (r *recorder) Publish(_ context.Context, subject, id string, m bus.Envelope) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ids == nil {
-		r.ids = map[string]bool{}
-	}
-	if r.ids[id] {
-		return nil
-	}
-	r.ids[id] = true
-	r.sent = append(r.sent, sent{subject, id, m})
-	return nil
-}
-
-func (r *recorder) all() []sent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]sent(nil), r.sent...)
-}
-
-// waitFor polls until cond holds on what was sent.
-func (r *recorder) waitFor(t *testing.T, what string, cond func([]sent) bool) []sent {
+// waitFor waits until cond holds of what rec kept, failing the test after waitTimeout.
+func waitFor(t *testing.T, rec *bustest.Recorder, what string, cond func([]bustest.Sent) bool) []bustest.Sent {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		s := r.all()
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; sent %d messages:\n%s", waitTimeout, what, len(s), describe(s))
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval of the helper, not a wait for state
-	}
+	return rec.WaitFor(t, waitTimeout, what, cond)
 }
 
-func describe(s []sent) string {
-	out := ""
-	for _, m := range s {
-		out += fmt.Sprintf("  %s %s %+v\n", m.subject, m.id, m.msg)
-	}
-	return out
-}
+func verdicts(s []bustest.Sent) []*bus.ReleaseVerdict { return bustest.Of[*bus.ReleaseVerdict](s) }
 
-func verdicts(s []sent) []*bus.ReleaseVerdict {
-	var out []*bus.ReleaseVerdict
-	for _, m := range s {
-		if v, ok := m.msg.(*bus.ReleaseVerdict); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func drifts(s []sent) []*bus.DriftReport {
-	var out []*bus.DriftReport
-	for _, m := range s {
-		if v, ok := m.msg.(*bus.DriftReport); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
+func drifts(s []bustest.Sent) []*bus.DriftReport { return bustest.Of[*bus.DriftReport](s) }
 
 var testSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
 
@@ -279,17 +214,17 @@ func removing(name, release string, state v1alpha1.StepState) *v1alpha1.RuntimeR
 	}}
 }
 
-func startWatcher(t *testing.T, objs ...runtime.Object) (*fakeApps, *recorder, context.CancelFunc) {
+func startWatcher(t *testing.T, objs ...runtime.Object) (*fakeApps, *bustest.Recorder, context.CancelFunc) {
 	t.Helper()
 	return startWatcherWith(t, &fakeRollouts{}, objs...)
 }
 
-func startWatcherWith(t *testing.T, rollouts *fakeRollouts, objs ...runtime.Object) (*fakeApps, *recorder, context.CancelFunc) {
+func startWatcherWith(t *testing.T, rollouts *fakeRollouts, objs ...runtime.Object) (*fakeApps, *bustest.Recorder, context.CancelFunc) {
 	t.Helper()
 	_, cm := testPlan(t)
 	apps := newFakeApps(t, objs...)
 	kube := k8sfake.NewSimpleClientset(cm)
-	rec := &recorder{}
+	rec := &bustest.Recorder{Dedupe: true}
 	w := &Watcher{Apps: apps, Settings: testSettings, Publisher: rec,
 		Plans:    plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 0),
 		Removals: &removal.Checker{Rollouts: rollouts}}
@@ -321,13 +256,13 @@ func TestWatcherPublishesAVerdictOnlyWhenItChanges(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
 	argo, rec, _ := startWatcher(t, app)
-	s := rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	s := waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	v := verdicts(s)[0]
 	if !v.Ready || v.StepID != "r-1/1" || v.Runtime != "cluster" || v.Release != "gpu-operator" || v.PlanDigest != p.Digest() {
 		t.Fatalf("first verdict = %+v", v)
 	}
-	if s[0].subject != bus.VerdictSubject("cluster", "gpu-operator") {
-		t.Errorf("subject = %s", s[0].subject)
+	if s[0].Subject != bus.VerdictSubject("cluster", "gpu-operator") {
+		t.Errorf("subject = %s", s[0].Subject)
 	}
 
 	// A reconcile that moves only reconciledAt changes nothing a verdict says.
@@ -345,13 +280,13 @@ func TestWatcherPublishesAVerdictOnlyWhenItChanges(t *testing.T) {
 	if _, err := argo.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s = rec.waitFor(t, "the verdict of step r-2/1", func(s []sent) bool {
+	s = waitFor(t, rec, "the verdict of step r-2/1", func(s []bustest.Sent) bool {
 		vs := verdicts(s)
 		return len(vs) >= 2 && vs[len(vs)-1].StepID == "r-2/1"
 	})
 	vs := verdicts(s)
 	if len(vs) != 2 {
-		t.Fatalf("published %d verdicts, want 2 (the reconcile changed nothing):\n%s", len(vs), describe(s))
+		t.Fatalf("published %d verdicts, want 2 (the reconcile changed nothing):\n%s", len(vs), bustest.Describe(s))
 	}
 	if vs[1].Ready {
 		t.Errorf("a verdict on stale status says ready: %+v", vs[1])
@@ -362,12 +297,12 @@ func TestWatcherRestartRepublishesTheSameIDs(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
 	_, first, cancel := startWatcher(t, app.DeepCopy())
-	s1 := first.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	s1 := waitFor(t, first, "a verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	cancel()
 	_, second, _ := startWatcher(t, app.DeepCopy())
-	s2 := second.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	if s1[0].id != s2[0].id {
-		t.Errorf("restart changed the message ID: %s then %s", s1[0].id, s2[0].id)
+	s2 := waitFor(t, second, "a verdict after restart", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
+	if s1[0].ID != s2[0].ID {
+		t.Errorf("restart changed the message ID: %s then %s", s1[0].ID, s2[0].ID)
 	}
 }
 
@@ -375,8 +310,8 @@ func TestWatcherReportsDriftAndItsEnd(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
 	argo, rec, _ := startWatcher(t, app)
-	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
-	if d := drifts(rec.all()); len(d) != 0 {
+	waitFor(t, rec, "a verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
+	if d := drifts(rec.Sent()); len(d) != 0 {
 		t.Fatalf("drift reported for the Application as written: %+v", d[0])
 	}
 	ctx := context.Background()
@@ -388,7 +323,7 @@ func TestWatcherReportsDriftAndItsEnd(t *testing.T) {
 	if _, err := argo.Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := rec.waitFor(t, "a drift report", func(s []sent) bool { return len(drifts(s)) == 1 })
+	s := waitFor(t, rec, "a drift report", func(s []bustest.Sent) bool { return len(drifts(s)) == 1 })
 	got := drifts(s)[0]
 	want := []string{bus.DriftAutoSyncDisabled, bus.DriftDestination, bus.DriftFinalizerAdded}
 	if diff := cmp.Diff(want, got.Kinds); diff != "" {
@@ -397,7 +332,7 @@ func TestWatcherReportsDriftAndItsEnd(t *testing.T) {
 	if _, err := argo.Update(ctx, app, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s = rec.waitFor(t, "drift cleared", func(s []sent) bool { return len(drifts(s)) == 2 })
+	s = waitFor(t, rec, "drift cleared", func(s []bustest.Sent) bool { return len(drifts(s)) == 2 })
 	if k := drifts(s)[1].Kinds; k == nil || len(k) != 0 {
 		t.Errorf("clearing report kinds = %#v, want empty", k)
 	}
@@ -415,14 +350,14 @@ func TestWatcherReportsDeletionOutsideARemoveStep(t *testing.T) {
 	forged.Annotations[v1alpha1.AnnotationDeleteRollout] = "r-3"
 	rollouts := &fakeRollouts{by: map[string]*v1alpha1.RuntimeRollout{"r-3": removing("r-3", "removed", v1alpha1.StepInProgress)}}
 	argo, rec, _ := startWatcherWith(t, rollouts, hand, removed, forged)
-	rec.waitFor(t, "the verdicts of gpu-operator and forged", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	waitFor(t, rec, "the verdicts of gpu-operator and forged", func(s []bustest.Sent) bool { return len(verdicts(s)) == 2 })
 	ctx := context.Background()
 	for _, n := range []string{"removed", "forged", "gpu-operator"} {
 		if err := argo.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s := rec.waitFor(t, "two Deleted reports", func(s []sent) bool {
+	s := waitFor(t, rec, "two Deleted reports", func(s []bustest.Sent) bool {
 		n := 0
 		for _, d := range drifts(s) {
 			if slices.Contains(d.Kinds, bus.DriftDeleted) {
@@ -439,7 +374,7 @@ func TestWatcherReportsDeletionOutsideARemoveStep(t *testing.T) {
 	}
 	slices.Sort(deleted)
 	if !slices.Equal(deleted, []string{"forged", "gpu-operator"}) {
-		t.Errorf("Deleted reported for %v, want forged and gpu-operator (not removed, under its Remove step):\n%s", deleted, describe(s))
+		t.Errorf("Deleted reported for %v, want forged and gpu-operator (not removed, under its Remove step):\n%s", deleted, bustest.Describe(s))
 	}
 	for _, v := range verdicts(s) {
 		if v.Release == "removed" {
@@ -489,7 +424,7 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
 	argo, rec, _ := startWatcher(t, app)
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
+	waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 && verdicts(s)[0].Ready })
 
 	// The edit, compared, synced and healthy: every status field describes it.
 	edited := app.DeepCopy()
@@ -500,7 +435,7 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 	if _, err := argo.Update(context.Background(), edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := rec.waitFor(t, "a not-ready verdict on the edit", func(s []sent) bool {
+	s := waitFor(t, rec, "a not-ready verdict on the edit", func(s []bustest.Sent) bool {
 		vs := verdicts(s)
 		return len(vs) == 2 && !vs[1].Ready
 	})
@@ -514,7 +449,7 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 	}
 	var driftAt, verdictAt = -1, -1
 	for i, m := range s {
-		switch x := m.msg.(type) {
+		switch x := m.Msg.(type) {
 		case *bus.DriftReport:
 			if driftAt < 0 && slices.Contains(x.Kinds, bus.DriftValues) {
 				driftAt = i
@@ -526,7 +461,7 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 		}
 	}
 	if driftAt < 0 || driftAt > verdictAt {
-		t.Errorf("the Values drift report (at %d) was not published before the not-ready verdict (at %d):\n%s", driftAt, verdictAt, describe(s))
+		t.Errorf("the Values drift report (at %d) was not published before the not-ready verdict (at %d):\n%s", driftAt, verdictAt, bustest.Describe(s))
 	}
 
 	// Undone by hand, with nothing for Argo CD to sync: the same status, times and verdict as
@@ -536,7 +471,7 @@ func TestWatcherJudgesAgainstThePlanNotAHandEdit(t *testing.T) {
 	if _, err := argo.Update(context.Background(), undone, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "a ready verdict once the edit is undone", func(s []sent) bool {
+	waitFor(t, rec, "a ready verdict once the edit is undone", func(s []bustest.Sent) bool {
 		vs := verdicts(s)
 		return len(vs) == 3 && vs[2].Ready
 	})
@@ -549,7 +484,7 @@ func TestWatcherDoesNotJudgeWithoutThePlan(t *testing.T) {
 	app := written(t, p, "r-1/1")
 	app.Annotations[v1alpha1.AnnotationPlanDigest] = "sha256:0000000000000000000000000000000000000000000000000000000000000009"
 	_, rec, _ := startWatcher(t, app)
-	s := rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	s := waitFor(t, rec, "a verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	v := verdicts(s)[0]
 	f, _ := fenceNamed(v.Fences, v1alpha1.FenceComparedToSpec)
 	if v.Ready || f.State != v1alpha1.FenceOpen || !strings.Contains(f.Message, "cannot be read") {
@@ -593,7 +528,7 @@ func TestWatcherRepublishesAReadyVerdictForAStepWrittenAgain(t *testing.T) {
 			maps.Copy(app.Annotations, tc.first)
 			answered(app)
 			argo, rec, _ := startWatcher(t, app.DeepCopy())
-			rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+			waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 			again := app.DeepCopy()
 			again.ResourceVersion = "2"
 			maps.Copy(again.Annotations, tc.again)
@@ -601,7 +536,7 @@ func TestWatcherRepublishesAReadyVerdictForAStepWrittenAgain(t *testing.T) {
 			if _, err := argo.Update(context.Background(), again, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			s := rec.waitFor(t, "the verdict of the step written again", func(s []sent) bool { return len(verdicts(s)) == 2 })
+			s := waitFor(t, rec, "the verdict of the step written again", func(s []bustest.Sent) bool { return len(verdicts(s)) == 2 })
 			vs := verdicts(s)
 			if !vs[0].Ready || !vs[1].Ready || vs[1].StepID != "r-1/1" {
 				t.Fatalf("verdicts %+v then %+v, want step r-1/1 ready twice", vs[0], vs[1])
@@ -609,13 +544,13 @@ func TestWatcherRepublishesAReadyVerdictForAStepWrittenAgain(t *testing.T) {
 			if want := again.Annotations[v1alpha1.AnnotationStepRolloutUID]; vs[0].RolloutUID != app.Annotations[v1alpha1.AnnotationStepRolloutUID] || vs[1].RolloutUID != want {
 				t.Fatalf("verdicts for rollouts %q then %q, want %q then %q", vs[0].RolloutUID, vs[1].RolloutUID, app.Annotations[v1alpha1.AnnotationStepRolloutUID], want)
 			}
-			if s[0].id == s[1].id {
-				t.Fatalf("both verdicts have message ID %s: JetStream would drop the second", s[0].id)
+			if s[0].ID == s[1].ID {
+				t.Fatalf("both verdicts have message ID %s: JetStream would drop the second", s[0].ID)
 			}
 			_, restarted, _ := startWatcher(t, again)
-			r := restarted.waitFor(t, "a verdict after restart", func(s []sent) bool { return len(verdicts(s)) == 1 })
-			if r[0].id == s[0].id {
-				t.Fatalf("a restarted watcher publishes the step written again under the first write's ID %s: JetStream would drop it", s[0].id)
+			r := waitFor(t, restarted, "a verdict after restart", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
+			if r[0].ID == s[0].ID {
+				t.Fatalf("a restarted watcher publishes the step written again under the first write's ID %s: JetStream would drop it", s[0].ID)
 			}
 		})
 	}
@@ -628,20 +563,20 @@ func TestWatcherRepublishesAVerdictThatReturns(t *testing.T) {
 	p, _ := testPlan(t)
 	app := written(t, p, "r-1/1")
 	argo, rec, _ := startWatcher(t, app)
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	blip := app.DeepCopy()
 	blip.ResourceVersion = "2"
 	blip.Status.Conditions = []argoapp.ApplicationCondition{{Type: argoapp.ApplicationConditionInvalidSpecError, Message: "Application referencing project aicr which does not exist"}}
 	if _, err := argo.Update(context.Background(), blip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "the failed verdict", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	waitFor(t, rec, "the failed verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 2 })
 	back := app.DeepCopy()
 	back.ResourceVersion = "3"
 	if _, err := argo.Update(context.Background(), back, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := rec.waitFor(t, "the ready verdict again", func(s []sent) bool { return len(verdicts(s)) == 3 })
+	s := waitFor(t, rec, "the ready verdict again", func(s []bustest.Sent) bool { return len(verdicts(s)) == 3 })
 	vs := verdicts(s)
 	if !vs[0].Ready || vs[1].Ready || !vs[1].Failed || !vs[2].Ready {
 		t.Errorf("verdicts ready %v/%v/%v, want ready, failed, ready", vs[0].Ready, vs[1].Ready, vs[2].Ready)
@@ -664,7 +599,7 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 	before := metav1.NewTime(time.Unix(1_799_999_000, 0))
 	rollouts.by["r-old"].Status.Steps[0].StartedAt = &before
 	argo, rec, _ := startWatcherWith(t, rollouts, app)
-	rec.waitFor(t, "the first verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	waitFor(t, rec, "the first verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	ctx := context.Background()
 	rv := 1
 	update := func(change func(a *argoapp.Application)) {
@@ -684,17 +619,17 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 				a.Annotations[v1alpha1.AnnotationDeleteRollout] = marker
 				a.Status.Health.Status = "Degraded" // a verdict that changes: it must still be published
 			})
-			s := rec.waitFor(t, "the marker reported as drift", func(s []sent) bool { return len(drifts(s)) == 2*i+1 })
+			s := waitFor(t, rec, "the marker reported as drift", func(s []bustest.Sent) bool { return len(drifts(s)) == 2*i+1 })
 			d := drifts(s)[2*i]
 			if !slices.Equal(d.Kinds, []string{bus.DriftOther}) || !slices.Equal(d.Fields, []string{markerField}) {
 				t.Errorf("drift report %+v, want Other on %s", d, markerField)
 			}
-			rec.waitFor(t, "the not-ready verdict", func(s []sent) bool {
+			waitFor(t, rec, "the not-ready verdict", func(s []bustest.Sent) bool {
 				vs := verdicts(s)
 				return !vs[len(vs)-1].Ready
 			})
 			update(func(a *argoapp.Application) {}) // the marker repaired, healthy again
-			s = rec.waitFor(t, "the drift cleared and a ready verdict", func(s []sent) bool {
+			s = waitFor(t, rec, "the drift cleared and a ready verdict", func(s []bustest.Sent) bool {
 				vs := verdicts(s)
 				return len(drifts(s)) == 2*i+2 && vs[len(vs)-1].Ready
 			})
@@ -704,7 +639,7 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 		})
 	}
 	// Under its Remove step: neither a verdict nor drift, whatever else changes.
-	published := len(rec.all())
+	published := len(rec.Sent())
 	reads := func() int { rollouts.mu.Lock(); defer rollouts.mu.Unlock(); return rollouts.reads }
 	readsBefore := reads()
 	update(func(a *argoapp.Application) {
@@ -722,15 +657,15 @@ func TestWatcherChecksTheDeleteRolloutMarker(t *testing.T) {
 	if _, err := argo.Create(ctx, other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "the verdict of another Application", func(s []sent) bool {
+	waitFor(t, rec, "the verdict of another Application", func(s []bustest.Sent) bool {
 		vs := verdicts(s)
 		return vs[len(vs)-1].Release == "fence"
 	})
-	for _, m := range rec.all()[published:] {
-		if v, ok := m.msg.(*bus.ReleaseVerdict); ok && v.Release == "gpu-operator" {
+	for _, m := range rec.Sent()[published:] {
+		if v, ok := m.Msg.(*bus.ReleaseVerdict); ok && v.Release == "gpu-operator" {
 			t.Errorf("verdict published under a Remove step: %+v", v)
 		}
-		if d, ok := m.msg.(*bus.DriftReport); ok && d.Release == "gpu-operator" {
+		if d, ok := m.Msg.(*bus.DriftReport); ok && d.Release == "gpu-operator" {
 			t.Errorf("drift reported under a Remove step: %+v", d)
 		}
 	}
@@ -761,12 +696,12 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 		}
 	}
 	kube := k8sfake.NewSimpleClientset(cms...)
-	rec := &recorder{}
+	rec := &bustest.Recorder{Dedupe: true}
 	w := &Watcher{Apps: newFakeApps(t, objs...), Settings: testSettings, Publisher: rec,
 		Plans: plan.NewCache(plan.GetLoader(kube.CoreV1().ConfigMaps("aicr-system")), 1)}
 	runWatcher(t, w)
 	ctx := context.Background()
-	rec.waitFor(t, "a verdict on every Application", func(s []sent) bool { return len(verdicts(s)) == plans*perPlan })
+	waitFor(t, rec, "a verdict on every Application", func(s []bustest.Sent) bool { return len(verdicts(s)) == plans*perPlan })
 	readOnce(t, kube, plans, "at start")
 
 	// Argo CD refreshes every Application and writes its status, in no order of plans: here
@@ -781,7 +716,7 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := rec.waitFor(t, "a second verdict on every Application", func(s []sent) bool { return len(verdicts(s)) == 2*plans*perPlan })
+	s := waitFor(t, rec, "a second verdict on every Application", func(s []bustest.Sent) bool { return len(verdicts(s)) == 2*plans*perPlan })
 	for _, v := range verdicts(s)[plans*perPlan:] {
 		if v.Ready || v.PlanDigest == "" {
 			t.Errorf("verdict after the refresh %+v, want not ready, judged against its plan", v)
@@ -797,7 +732,7 @@ func TestWatcherReadsEachPlanOnce(t *testing.T) {
 	if _, err := w.Apps.(*fakeApps).Update(ctx, writtenFrom(t, next, 0, "r-9/1", time.Unix(1_800_000_300, 0)), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitFor(t, "a verdict on c00 against the next plan", func(s []sent) bool {
+	waitFor(t, rec, "a verdict on c00 against the next plan", func(s []bustest.Sent) bool {
 		vs := verdicts(s)
 		return len(vs) > 2*plans*perPlan && vs[len(vs)-1].PlanDigest == next.Digest()
 	})
@@ -855,20 +790,20 @@ func TestWatcherWithoutDriftReportsPublishesVerdictsOnly(t *testing.T) {
 	p, cm := testPlan(t)
 	app := written(t, p, "r-1/1")
 	apps := newFakeApps(t, app)
-	rec := &recorder{}
+	rec := &bustest.Recorder{Dedupe: true}
 	runWatcher(t, &Watcher{Apps: apps, Settings: testSettings, Publisher: rec, NoDriftReports: true,
 		Plans: plan.NewCache(plan.GetLoader(k8sfake.NewSimpleClientset(cm).CoreV1().ConfigMaps("aicr-system")), 0)})
-	rec.waitFor(t, "a verdict", func(s []sent) bool { return len(verdicts(s)) == 1 })
+	waitFor(t, rec, "a verdict", func(s []bustest.Sent) bool { return len(verdicts(s)) == 1 })
 	edited := app.DeepCopy()
 	edited.Spec.Destination.Namespace = "elsewhere"
 	if _, err := apps.Update(context.Background(), edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s := rec.waitFor(t, "the verdict on the edit", func(s []sent) bool { return len(verdicts(s)) == 2 })
+	s := waitFor(t, rec, "the verdict on the edit", func(s []bustest.Sent) bool { return len(verdicts(s)) == 2 })
 	if f, _ := fenceNamed(verdicts(s)[1].Fences, v1alpha1.FenceComparedToSpec); !strings.Contains(f.Message, "destination") {
 		t.Errorf("the verdict after the edit says %q, want the edited destination", f.Message)
 	}
-	if d := drifts(rec.all()); len(d) != 0 {
+	if d := drifts(rec.Sent()); len(d) != 0 {
 		t.Errorf("drift reports published with NoDriftReports: %+v", d)
 	}
 }
