@@ -50,7 +50,7 @@ func TestAFailedFirstInstallIsRepairedFromWhatItWrote(t *testing.T) {
 	}
 	delete(obj, "status")
 	apps := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
-	if _, err := apps.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: person}); err != nil {
+	if _, err := apps.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: stacktest.Person}); err != nil {
 		t.Fatalf("create the foreign application %s: %v", last, err)
 	}
 	if err := s.ApplyBundle(ctx, bundle(t, s)); err != nil {
@@ -75,13 +75,13 @@ func TestAFailedFirstInstallIsRepairedFromWhatItWrote(t *testing.T) {
 			t.Fatalf("the failed install left %s %s, want it written and judged: %s", r, st.State, describeRollout(failed))
 		}
 	}
-	t.Logf("first install %s failed: %s", failed.Name, condition(rt, v1alpha1.ConditionStalled).Message)
+	t.Logf("first install %s failed: %s", failed.Name, stacktest.Condition(rt, v1alpha1.ConditionStalled).Message)
 
 	// A hand edit of a value: forced back to the failed install's plan.
 	start := time.Now()
-	patchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
-	app := waitApp(t, s, edited, promptTimeout, "logLevel forced back", func(a *argoapp.Application) bool {
-		return values(t, a.Spec.Source)["logLevel"] == "info"
+	stacktest.PatchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
+	app := stacktest.WaitApp(t, s, edited, promptTimeout, "logLevel forced back", func(a *argoapp.Application) bool {
+		return stacktest.Values(t, a.Spec.Source)["logLevel"] == "info"
 	})
 	if app.Annotations[v1alpha1.AnnotationPlanDigest] != failed.Spec.ToDigest || !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], "repair/") {
 		t.Errorf("%s written back from plan %s by step %s; want a repair from the failed install's plan %s", edited,
@@ -95,7 +95,7 @@ func TestAFailedFirstInstallIsRepairedFromWhatItWrote(t *testing.T) {
 	if err := apps.Delete(ctx, deleted, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	again := waitApp(t, s, deleted, promptTimeout, "written again", func(a *argoapp.Application) bool { return a.UID != gone.UID })
+	again := stacktest.WaitApp(t, s, deleted, promptTimeout, "written again", func(a *argoapp.Application) bool { return a.UID != gone.UID })
 	if again.Annotations[v1alpha1.AnnotationPlanDigest] != failed.Spec.ToDigest {
 		t.Errorf("%s written again from plan %s, want the failed install's %s", deleted, again.Annotations[v1alpha1.AnnotationPlanDigest], failed.Spec.ToDigest)
 	}
@@ -142,7 +142,7 @@ func noDriftReports(t *testing.T, s *stack.Stack) {
 // timed waits for cond on an Application and returns how long it took from start.
 func timed(t *testing.T, s *stack.Stack, name, what string, start time.Time, cond func(*argoapp.Application) bool) (*argoapp.Application, time.Duration) {
 	t.Helper()
-	app := waitApp(t, s, name, promptTimeout, what, cond)
+	app := stacktest.WaitApp(t, s, name, promptTimeout, what, cond)
 	return app, time.Since(start)
 }
 
@@ -162,16 +162,16 @@ func TestEveryEditIsForcedBackWithNoDriftReport(t *testing.T) {
 		before[n] = stacktest.Application(t, s, n)
 	}
 	start := time.Now()
-	patchApp(t, s, "kube-prometheus-stack", `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
-	patchApp(t, s, "jobset", `{"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
-	patchApp(t, s, "nfd", fmt.Sprintf(`{"metadata":{"annotations":{%q:"sha256:%064d"}}}`, v1alpha1.AnnotationPlanDigest, 0))
-	patchApp(t, s, "cert-manager", fmt.Sprintf(`{"metadata":{"annotations":{%q:"r-by-hand/1"}}}`, v1alpha1.AnnotationStep))
+	stacktest.PatchApp(t, s, "kube-prometheus-stack", `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
+	stacktest.PatchApp(t, s, "jobset", `{"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
+	stacktest.PatchApp(t, s, "nfd", fmt.Sprintf(`{"metadata":{"annotations":{%q:"sha256:%064d"}}}`, v1alpha1.AnnotationPlanDigest, 0))
+	stacktest.PatchApp(t, s, "cert-manager", fmt.Sprintf(`{"metadata":{"annotations":{%q:"r-by-hand/1"}}}`, v1alpha1.AnnotationStep))
 	if err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Delete(ctx, "kubeflow-trainer", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	_, took := timed(t, s, "kube-prometheus-stack", "logLevel forced back", start, func(a *argoapp.Application) bool {
-		return values(t, a.Spec.Source)["logLevel"] == "info"
+		return stacktest.Values(t, a.Spec.Source)["logLevel"] == "info"
 	})
 	t.Logf("values edit forced back in %s", took.Round(time.Millisecond))
 	_, took = timed(t, s, "jobset", "automated sync on again", start, func(a *argoapp.Application) bool {
@@ -201,7 +201,7 @@ func TestEveryEditIsForcedBackWithNoDriftReport(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		c := condition(got, v1alpha1.ConditionReady)
+		c := stacktest.Condition(got, v1alpha1.ConditionReady)
 		if c.Status != metav1.ConditionTrue || got.Status.ActivePlan != rt.Status.ActivePlan {
 			return false, fmt.Errorf("Ready=%s %s at %s: %s", c.Status, c.Reason, got.Status.ActivePlan, c.Message)
 		}
@@ -242,7 +242,7 @@ func TestFieldOwnershipOverriddenIsRecordedOnlyAfterTheWrite(t *testing.T) {
 	rolledOut(t, s)
 	const release = "jobset"
 	overridden := runtimeEvents(t, s, v1alpha1.EventFieldOwnershipOverridden, release)
-	patchApp(t, s, release, fmt.Sprintf(`{"metadata":{"finalizers":[%q]},"spec":{"source":{"helm":{"valuesObject":{"replicas":3}}}}}`, v1alpha1.ArgoResourcesFinalizer))
+	stacktest.PatchApp(t, s, release, fmt.Sprintf(`{"metadata":{"finalizers":[%q]},"spec":{"source":{"helm":{"valuesObject":{"replicas":3}}}}}`, v1alpha1.ArgoResourcesFinalizer))
 	var refused string
 	err := testenv.WaitFor(t.Context(), promptTimeout, "the repair of "+release+" refused", func(ctx context.Context) (bool, error) {
 		list, err := s.Kube.CoreV1().Events(stack.OperatorNamespace).List(ctx, metav1.ListOptions{})
@@ -264,13 +264,13 @@ func TestFieldOwnershipOverriddenIsRecordedOnlyAfterTheWrite(t *testing.T) {
 	if got := runtimeEvents(t, s, v1alpha1.EventFieldOwnershipOverridden, release); newEvent(overridden, got) {
 		t.Errorf("FieldOwnershipOverridden recorded for a repair the applier refused: %v", got)
 	}
-	if got := values(t, stacktest.Application(t, s, release).Spec.Source)["replicas"]; got != float64(3) {
+	if got := stacktest.Values(t, stacktest.Application(t, s, release).Spec.Source)["replicas"]; got != float64(3) {
 		t.Fatalf("replicas %v while the repair is refused, want the edit left alone", got)
 	}
 
-	patchApp(t, s, release, `{"metadata":{"finalizers":null}}`)
-	waitApp(t, s, release, promptTimeout, "replicas forced back once the finalizer is gone", func(a *argoapp.Application) bool {
-		return values(t, a.Spec.Source)["replicas"] == float64(1)
+	stacktest.PatchApp(t, s, release, `{"metadata":{"finalizers":null}}`)
+	stacktest.WaitApp(t, s, release, promptTimeout, "replicas forced back once the finalizer is gone", func(a *argoapp.Application) bool {
+		return stacktest.Values(t, a.Spec.Source)["replicas"] == float64(1)
 	})
 	err = testenv.WaitFor(t.Context(), promptTimeout, "FieldOwnershipOverridden for "+release, func(ctx context.Context) (bool, error) {
 		return newEvent(overridden, runtimeEvents(t, s, v1alpha1.EventFieldOwnershipOverridden, release)), nil

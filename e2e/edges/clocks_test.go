@@ -65,9 +65,9 @@ func TestPlannersWhoseClocksDisagreeHandAReleaseOver(t *testing.T) {
 	start(standby, "-5s")
 
 	history := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
-	setValue(t, release, "clock", "ahead")
+	stacktest.SetValue(t, components, release, "clock", "ahead")
 	first := change(t, s, rt.Status.ActivePlan)
-	stepOf(t, first, release, v1alpha1.ActionUpgrade)
+	stacktest.StepOf(t, first, release, v1alpha1.ActionUpgrade)
 	waitStep(t, s, first.Name, release, stepTimeout, "started", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
 		if st.StartedAt == nil {
 			return fmt.Errorf("%s, not started", st.State)
@@ -82,7 +82,7 @@ func TestPlannersWhoseClocksDisagreeHandAReleaseOver(t *testing.T) {
 	if err := s.StopBinary(leader, false); err != nil {
 		t.Fatal(err)
 	}
-	setValue(t, release, "clock", "behind")
+	stacktest.SetValue(t, components, release, "clock", "behind")
 	version++
 	if err := s.ApplyBundle(ctx, bundle(t, s)); err != nil {
 		t.Fatal(err)
@@ -115,9 +115,9 @@ func TestPlannersWhoseClocksDisagreeHandAReleaseOver(t *testing.T) {
 	if done.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("the rollout started by the planner 5 s behind ended %s: %s", done.Status.Phase, describeRollout(done))
 	}
-	st2 := stepOf(t, done, release, v1alpha1.ActionUpgrade)
+	st2 := stacktest.StepOf(t, done, release, v1alpha1.ActionUpgrade)
 	ended := waitOutcome(t, s, first.Name, stacktest.RolloutTimeout) // its steps as stored
-	st1 := stepOf(t, ended, release, v1alpha1.ActionUpgrade)
+	st1 := stacktest.StepOf(t, ended, release, v1alpha1.ActionUpgrade)
 	if st1.StartedAt == nil || st2.StartedAt == nil {
 		t.Fatalf("steps without a start: %s; %s", describeRollout(ended), describeRollout(done))
 	}
@@ -136,8 +136,8 @@ func TestPlannersWhoseClocksDisagreeHandAReleaseOver(t *testing.T) {
 			st2.StartedAt.UTC().Format(time.RFC3339), st1.StartedAt.UTC().Format(time.RFC3339))
 	}
 	app := stacktest.Application(t, s, release)
-	if app.Annotations[v1alpha1.AnnotationStep] != stepID(done, st2) || values(t, app.Spec.Source)["clock"] != "behind" {
-		t.Errorf("%s after both rollouts: %s; want the second rollout's step and values", release, describeApp(app))
+	if app.Annotations[v1alpha1.AnnotationStep] != stepID(done, st2) || stacktest.Values(t, app.Spec.Source)["clock"] != "behind" {
+		t.Errorf("%s after both rollouts: %s; want the second rollout's step and values", release, stacktest.DescribeApp(app))
 	}
 	if c, ok := v1alpha1.CompareSeq(app.Annotations[v1alpha1.AnnotationStepSeq], firstSeq); !ok || c <= 0 {
 		t.Errorf("the second rollout's token %q is not after the first's %q", app.Annotations[v1alpha1.AnnotationStepSeq], firstSeq)

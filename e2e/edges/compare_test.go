@@ -28,11 +28,11 @@ func TestAnUpgradeThatRendersTheSameManifestsPassesOnTheComparison(t *testing.T)
 	const rel = "nodewright-customizations"
 	before := stacktest.Application(t, s, rel)
 	if before.Status.OperationState == nil {
-		t.Fatalf("%s has no last sync: %s", rel, describeApp(before))
+		t.Fatalf("%s has no last sync: %s", rel, stacktest.DescribeApp(before))
 	}
-	setValue(t, rel, "notReadByTheChart", "e2e")
+	stacktest.SetValue(t, components, rel, "notReadByTheChart", "e2e")
 	ro := change(t, s, rt.Status.ActivePlan)
-	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
+	id := stepID(ro, stacktest.StepOf(t, ro, rel, v1alpha1.ActionUpgrade))
 
 	done := waitStep(t, s, ro.Name, rel, stepTimeout, "Succeeded", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
 		if st.State != v1alpha1.StepSucceeded {
@@ -50,8 +50,8 @@ func TestAnUpgradeThatRendersTheSameManifestsPassesOnTheComparison(t *testing.T)
 	}
 	// Argo CD compared the new values and ran no sync: the last operation is the one from
 	// before the step.
-	if got := values(t, &app.Status.Sync.ComparedTo.Source)["notReadByTheChart"]; got != "e2e" {
-		t.Errorf("comparedTo values lack the new key: %s", describeApp(app))
+	if got := stacktest.Values(t, &app.Status.Sync.ComparedTo.Source)["notReadByTheChart"]; got != "e2e" {
+		t.Errorf("comparedTo values lack the new key: %s", stacktest.DescribeApp(app))
 	}
 	if os := app.Status.OperationState; os == nil || !os.StartedAt.Equal(&before.Status.OperationState.StartedAt) {
 		t.Errorf("a sync ran for a write that changes no manifest: operation %+v (before: started %s)", os, before.Status.OperationState.StartedAt)
@@ -80,9 +80,9 @@ func TestAnApplicationWrittenAgainOverMatchingResourcesPassesOnTheComparison(t *
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.ApplyRuntime(ctx, spec) }); err != nil {
 		t.Fatal(err)
 	}
-	setValue(t, rel, "notReadByTheChart", "e2e-again")
+	stacktest.SetValue(t, components, rel, "notReadByTheChart", "e2e-again")
 	ro := change(t, s, rt.Status.ActivePlan)
-	st := stepOf(t, ro, rel, v1alpha1.ActionUpgrade)
+	st := stacktest.StepOf(t, ro, rel, v1alpha1.ActionUpgrade)
 	if st.StartedAt != nil {
 		t.Fatalf("step %s started while the runtime is paused", stepID(ro, st))
 	}
@@ -132,19 +132,19 @@ func TestAnApplicationDeletedDuringItsStepIsWrittenAgainByTheStep(t *testing.T) 
 	rt := rolledOut(t, s)
 	const rel = "cert-manager"
 	release := stacktest.HoldArgoCD(t, s)
-	setValue(t, rel, "deletedDuringItsStep", "yes")
+	stacktest.SetValue(t, components, rel, "deletedDuringItsStep", "yes")
 	ro := change(t, s, rt.Status.ActivePlan)
-	id := stepID(ro, stepOf(t, ro, rel, v1alpha1.ActionUpgrade))
-	first := waitApp(t, s, rel, stepTimeout, "written by "+id, func(a *argoapp.Application) bool {
+	id := stepID(ro, stacktest.StepOf(t, ro, rel, v1alpha1.ActionUpgrade))
+	first := stacktest.WaitApp(t, s, rel, stepTimeout, "written by "+id, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id
 	})
 	if err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Delete(ctx, rel, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete application %s: %v", rel, err)
 	}
-	again := waitApp(t, s, rel, promptTimeout, "written again by "+id, func(a *argoapp.Application) bool {
+	again := stacktest.WaitApp(t, s, rel, promptTimeout, "written again by "+id, func(a *argoapp.Application) bool {
 		return a.UID != first.UID && a.Annotations[v1alpha1.AnnotationStep] == id
 	})
-	if got := values(t, again.Spec.Source)["deletedDuringItsStep"]; got != "yes" || again.Annotations[v1alpha1.AnnotationPlanDigest] != ro.Spec.ToDigest {
+	if got := stacktest.Values(t, again.Spec.Source)["deletedDuringItsStep"]; got != "yes" || again.Annotations[v1alpha1.AnnotationPlanDigest] != ro.Spec.ToDigest {
 		t.Errorf("%s written again with deletedDuringItsStep %v at plan %s; want the step's values at %s", rel, got, again.Annotations[v1alpha1.AnnotationPlanDigest], ro.Spec.ToDigest)
 	}
 	release()
@@ -179,10 +179,10 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	// The older operator's Applications, with no planner of the new one running yet.
 	startPlanner := stopPlanner(t, s)
 	for _, c := range components {
-		if _, err := res.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"spec":{"ignoreDifferences":null}}`), metav1.PatchOptions{FieldManager: person}); err != nil {
+		if _, err := res.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"spec":{"ignoreDifferences":null}}`), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 			t.Fatalf("strip ignoreDifferences of %s: %v", c.Name, err)
 		}
-		waitApp(t, s, c.Name, stepTimeout, "compared without comparison exceptions", func(a *argoapp.Application) bool {
+		stacktest.WaitApp(t, s, c.Name, stepTimeout, "compared without comparison exceptions", func(a *argoapp.Application) bool {
 			return len(a.Spec.IgnoreDifferences) == 0 && len(a.Status.Sync.ComparedTo.IgnoreDifferences) == 0 &&
 				a.Status.Sync.Status == argoapp.SyncStatusCodeSynced && a.Status.Health.Status == argoapp.HealthStatusHealthy
 		})
@@ -221,7 +221,7 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	}
 	first := ro.Status.Steps[0]
 	id := stepID(ro, first)
-	waitApp(t, s, first.Release, stepTimeout, "written by "+id+" with only ignoreDifferences changed", func(a *argoapp.Application) bool {
+	stacktest.WaitApp(t, s, first.Release, stepTimeout, "written by "+id+" with only ignoreDifferences changed", func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Annotations[v1alpha1.AnnotationStepWrite] == v1alpha1.StepWriteChanged && len(a.Spec.IgnoreDifferences) > 0
 	})
 	// Readiness judged the written spec against the stale status and did not pass it.
@@ -287,27 +287,27 @@ func TestAComparisonFromBeforeTheStepNeverPassesIt(t *testing.T) {
 
 	// With no planner (no drift loop), the next plan's value by hand, compared and synced.
 	startPlanner := stopPlanner(t, s)
-	patchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:%q}}}}}`, key, next))
-	waitApp(t, s, rel, stepTimeout, "the hand edit compared, Synced and Healthy", func(a *argoapp.Application) bool {
+	stacktest.PatchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:%q}}}}}`, key, next))
+	stacktest.WaitApp(t, s, rel, stepTimeout, "the hand edit compared, Synced and Healthy", func(a *argoapp.Application) bool {
 		os := a.Status.OperationState
-		return values(t, &a.Status.Sync.ComparedTo.Source)[key] == next && a.Status.Sync.Status == argoapp.SyncStatusCodeSynced &&
+		return stacktest.Values(t, &a.Status.Sync.ComparedTo.Source)[key] == next && a.Status.Sync.Status == argoapp.SyncStatusCodeSynced &&
 			a.Status.Health.Status == argoapp.HealthStatusHealthy && a.Operation == nil && (os == nil || os.Phase.Completed())
 	})
 	// Edited back with Argo CD held: the spec is the active plan's again, the status still the
 	// comparison of the edit.
 	release := stacktest.HoldArgoCD(t, s)
-	patchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:null}}}}}`, key))
+	stacktest.PatchApp(t, s, rel, fmt.Sprintf(`{"spec":{"source":{"helm":{"valuesObject":{%q:null}}}}}`, key))
 	startPlanner()
 
-	setValue(t, rel, key, next)
+	stacktest.SetValue(t, components, rel, key, next)
 	ro := change(t, s, rt.Status.ActivePlan)
-	st := stepOf(t, ro, rel, v1alpha1.ActionUpgrade)
+	st := stacktest.StepOf(t, ro, rel, v1alpha1.ActionUpgrade)
 	id, token := stepID(ro, st), v1alpha1.StepToken(stepID(ro, st), string(ro.UID))
-	written := waitApp(t, s, rel, stepTimeout, "written by "+id, func(a *argoapp.Application) bool {
+	written := stacktest.WaitApp(t, s, rel, stepTimeout, "written by "+id, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id && a.Annotations[v1alpha1.AnnotationRefreshFor] == token
 	})
-	if w := written.Annotations[v1alpha1.AnnotationStepWrite]; w != v1alpha1.StepWriteChanged || values(t, &written.Status.Sync.ComparedTo.Source)[key] != next {
-		t.Fatalf("step-write %q, comparedTo %v; want a changed write over a status that already compared its values: %s", w, written.Status.Sync.ComparedTo.Source.Helm, describeApp(written))
+	if w := written.Annotations[v1alpha1.AnnotationStepWrite]; w != v1alpha1.StepWriteChanged || stacktest.Values(t, &written.Status.Sync.ComparedTo.Source)[key] != next {
+		t.Fatalf("step-write %q, comparedTo %v; want a changed write over a status that already compared its values: %s", w, written.Status.Sync.ComparedTo.Source.Helm, stacktest.DescribeApp(written))
 	}
 	waitStep(t, s, ro.Name, rel, promptTimeout, "judged, not ready while Argo CD has not compared since the write", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
 		if st.State != v1alpha1.StepInProgress {

@@ -27,25 +27,25 @@ func editDuringStep(t *testing.T, planned string) (*v1alpha1.RuntimeRollout, str
 	s := stacktest.Need(t)
 	rt := rolledOut(t, s)
 	release := stacktest.HoldArgoCD(t, s)
-	setValue(t, edited, "logLevel", planned)
+	stacktest.SetValue(t, components, edited, "logLevel", planned)
 	ro := change(t, s, rt.Status.ActivePlan)
-	id := stepID(ro, stepOf(t, ro, edited, v1alpha1.ActionUpgrade))
-	written := waitApp(t, s, edited, stepTimeout, "written by step "+id, func(a *argoapp.Application) bool {
+	id := stepID(ro, stacktest.StepOf(t, ro, edited, v1alpha1.ActionUpgrade))
+	written := stacktest.WaitApp(t, s, edited, stepTimeout, "written by step "+id, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == id
 	})
-	if got := values(t, written.Spec.Source)["logLevel"]; got != planned {
+	if got := stacktest.Values(t, written.Spec.Source)["logLevel"]; got != planned {
 		t.Fatalf("step %s wrote logLevel %v, want %s", id, got, planned)
 	}
-	patchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
+	stacktest.PatchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
 	release()
 
-	synced := waitApp(t, s, edited, stepTimeout, "the edit synced by Argo CD and Healthy", func(a *argoapp.Application) bool {
+	synced := stacktest.WaitApp(t, s, edited, stepTimeout, "the edit synced by Argo CD and Healthy", func(a *argoapp.Application) bool {
 		os := a.Status.OperationState
 		return a.Operation == nil && os != nil && os.Phase == argoapp.OperationSucceeded && os.SyncResult != nil &&
-			values(t, &os.SyncResult.Source)["logLevel"] == "debug" && a.Status.Sync.Status == argoapp.SyncStatusCodeSynced &&
+			stacktest.Values(t, &os.SyncResult.Source)["logLevel"] == "debug" && a.Status.Sync.Status == argoapp.SyncStatusCodeSynced &&
 			a.Status.Health.Status == argoapp.HealthStatusHealthy
 	})
-	t.Logf("Argo CD synced the edit: %s", describeApp(synced))
+	t.Logf("Argo CD synced the edit: %s", stacktest.DescribeApp(synced))
 	// Readiness judged the synced, healthy edit (its verdict says so) and the step did not pass.
 	ro = waitStep(t, s, ro.Name, edited, promptTimeout, "SpecDrifted, not ready on the synced, healthy edit", func(_ *v1alpha1.RuntimeRollout, st v1alpha1.Step) error {
 		if st.State != v1alpha1.StepInProgress {
@@ -64,11 +64,11 @@ func editDuringStep(t *testing.T, planned string) (*v1alpha1.RuntimeRollout, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(got, v1alpha1.ConditionStalled); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonSpecDrifted ||
+	if c := stacktest.Condition(got, v1alpha1.ConditionStalled); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonSpecDrifted ||
 		!has(c.Message, edited, ".spec.source.helm.valuesObject.logLevel") {
 		t.Errorf("runtime Stalled=%s %s: %q; want True SpecDrifted naming %s and the edited field", c.Status, c.Reason, c.Message, edited)
 	}
-	if c := condition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonRollingOut {
+	if c := stacktest.Condition(got, v1alpha1.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonRollingOut {
 		t.Errorf("runtime Ready=%s %s, want False RollingOut", c.Status, c.Reason)
 	}
 	return ro, id
@@ -82,7 +82,7 @@ func TestHandEditOfTheInFlightReleaseNeverPassesItsStep(t *testing.T) {
 	ro, id := editDuringStep(t, "warn")
 	rollouts := stacktest.Record(t, s, v1alpha1.RuntimeRolloutResource, "")
 
-	undone := patchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"warn"}}}}}`)
+	undone := stacktest.PatchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"warn"}}}}}`)
 	done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout)
 	if done.Status.Outcome != v1alpha1.OutcomeSucceeded {
 		t.Fatalf("rollout %s ended %s after the edit was undone: %s", ro.Name, done.Status.Outcome, describeRollout(done))
@@ -95,10 +95,10 @@ func TestHandEditOfTheInFlightReleaseNeverPassesItsStep(t *testing.T) {
 		t.Errorf("step %s succeeded on verdict %+v, not one judged after the undo (%s)", id, st.Verdict, undone.ResourceVersion)
 	}
 	rt := rolledOut(t, s)
-	app := waitApp(t, s, edited, stepTimeout, "Synced/Healthy at the plan's values", func(a *argoapp.Application) bool {
+	app := stacktest.WaitApp(t, s, edited, stepTimeout, "Synced/Healthy at the plan's values", func(a *argoapp.Application) bool {
 		return a.Status.Sync.Status == argoapp.SyncStatusCodeSynced && a.Status.Health.Status == argoapp.HealthStatusHealthy
 	})
-	if got := values(t, app.Spec.Source)["logLevel"]; got != "warn" || rt.Status.ActivePlan != ro.Spec.ToDigest {
+	if got := stacktest.Values(t, app.Spec.Source)["logLevel"]; got != "warn" || rt.Status.ActivePlan != ro.Spec.ToDigest {
 		t.Errorf("after the rollout: logLevel %v, active plan %s; want the plan's warn at %s", got, rt.Status.ActivePlan, ro.Spec.ToDigest)
 	}
 }
@@ -122,7 +122,7 @@ func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := condition(rt, v1alpha1.ConditionStalled)
+	c := stacktest.Condition(rt, v1alpha1.ConditionStalled)
 	if !has(c.Message, ro.Name, edited, "SpecDrifted", "Values: .spec.source.helm.valuesObject.logLevel", "action timeout 1m30s") {
 		t.Errorf("Stalled message %q does not name the rollout, the release, SpecDrifted, the edited field and the timeout", c.Message)
 	}
@@ -130,25 +130,25 @@ func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 	// No rollout is in progress now, so the edit that stood through the failure is forced back,
 	// to the failed plan's value: nothing is rolled back to the active plan's, and no new
 	// report of the edit comes (the package's readiness publishes none at all).
-	app := waitApp(t, s, edited, promptTimeout, "the edit forced back after the failure", func(a *argoapp.Application) bool {
-		return values(t, a.Spec.Source)["logLevel"] != "debug"
+	app := stacktest.WaitApp(t, s, edited, promptTimeout, "the edit forced back after the failure", func(a *argoapp.Application) bool {
+		return stacktest.Values(t, a.Spec.Source)["logLevel"] != "debug"
 	})
-	if got := values(t, app.Spec.Source)["logLevel"]; got != "error" || app.Annotations[v1alpha1.AnnotationPlanDigest] != failed.Spec.ToDigest {
+	if got := stacktest.Values(t, app.Spec.Source)["logLevel"]; got != "error" || app.Annotations[v1alpha1.AnnotationPlanDigest] != failed.Spec.ToDigest {
 		t.Errorf("after the failure logLevel %v from plan %s; want the failed plan's error from %s (forced back, never rolled back)",
 			got, app.Annotations[v1alpha1.AnnotationPlanDigest], failed.Spec.ToDigest)
 	}
-	t.Logf("forced back %s after the rollout failed (%s)", time.Since(failed.Status.FinishedAt.Time).Round(time.Millisecond), describeApp(app))
+	t.Logf("forced back %s after the rollout failed (%s)", time.Since(failed.Status.FinishedAt.Time).Round(time.Millisecond), stacktest.DescribeApp(app))
 
 	// A new plan moves the release again: its step writes the plan's values over the edit.
 	spec.Rollout.ActionTimeout = nil
-	setValue(t, edited, "logLevel", "info")
+	stacktest.SetValue(t, components, edited, "logLevel", "info")
 	next := change(t, s, rt.Status.ActivePlan)
-	stepOf(t, next, edited, v1alpha1.ActionUpgrade)
+	stacktest.StepOf(t, next, edited, v1alpha1.ActionUpgrade)
 	if done := waitOutcome(t, s, next.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
 		t.Fatalf("rollout %s ended %s: %s", next.Name, done.Status.Outcome, describeRollout(done))
 	}
 	rolledOut(t, s)
-	if got := values(t, stacktest.Application(t, s, edited).Spec.Source)["logLevel"]; got != "info" {
+	if got := stacktest.Values(t, stacktest.Application(t, s, edited).Spec.Source)["logLevel"]; got != "info" {
 		t.Errorf("logLevel %v after the next rollout, want info", got)
 	}
 }

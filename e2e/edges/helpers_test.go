@@ -4,7 +4,6 @@ package edges
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -21,7 +19,6 @@ import (
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
-	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
@@ -37,10 +34,6 @@ const (
 	promptTimeout = time.Minute
 )
 
-// person is the field manager of every hand edit in this package: someone who is not the
-// operator.
-const person = "e2e-person"
-
 // The bundle and spec the runtime points at, as the tests change them. Tests run in order and
 // each leaves the runtime Ready at them.
 var (
@@ -48,18 +41,6 @@ var (
 	version    = 1
 	spec       = stack.DefaultRuntimeSpec()
 )
-
-// setValue sets a top-level value of a component in the package's bundle.
-func setValue(t *testing.T, component, key string, value any) {
-	t.Helper()
-	for i := range components {
-		if components[i].Name == component {
-			components[i].Values[key] = value
-			return
-		}
-	}
-	t.Fatalf("no component %s in the bundle", component)
-}
 
 func bundle(t *testing.T, s *stack.Stack) []byte {
 	t.Helper()
@@ -94,17 +75,6 @@ func change(t *testing.T, s *stack.Stack, from string) *v1alpha1.RuntimeRollout 
 	}
 	// The plan desired before the change (an earlier rollout's, failed) is not the new one.
 	return stacktest.NewRollout(t, s, from, before.Status.DesiredPlan)
-}
-
-// stepOf returns the rollout's step for release, failing the test when there is none or its
-// action differs.
-func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string, action v1alpha1.StepAction) v1alpha1.Step {
-	t.Helper()
-	st, ok := stacktest.FindStep(ro, release)
-	if !ok || st.Action != action {
-		t.Fatalf("rollout %s: step of %s is %+v, want a %s step", ro.Name, release, st, action)
-	}
-	return st
 }
 
 // stepID is "<rollout>/<index>".
@@ -183,71 +153,6 @@ func describeRollout(ro *v1alpha1.RuntimeRollout) string {
 	return out
 }
 
-// patchApp edits an Application by hand (field manager person) and returns what was stored.
-func patchApp(t *testing.T, s *stack.Stack, name, patch string) *argoapp.Application {
-	t.Helper()
-	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
-		Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: person})
-	if err != nil {
-		t.Fatalf("hand edit of application %s (%s): %v", name, patch, err)
-	}
-	app, err := stacktest.DecodeApplication(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return app
-}
-
-// waitApp waits until the Application exists and cond holds, and returns it.
-func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, what string, cond func(*argoapp.Application) bool) *argoapp.Application {
-	t.Helper()
-	var last *argoapp.Application
-	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" "+what, func(ctx context.Context) (bool, error) {
-		u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		if last, err = stacktest.DecodeApplication(u); err != nil {
-			return false, err
-		}
-		return cond(last), nil
-	})
-	if err != nil {
-		t.Fatalf("%v\nlast seen: %s", err, describeApp(last))
-	}
-	return last
-}
-
-// describeApp is a one-line account of an Application for failure messages.
-func describeApp(app *argoapp.Application) string {
-	if app == nil {
-		return "never read"
-	}
-	vals := "{}"
-	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
-		vals = string(src.Helm.ValuesObject.Raw)
-	}
-	op := "none"
-	if os := app.Status.OperationState; os != nil {
-		op = string(os.Phase)
-	}
-	return fmt.Sprintf("rv %s, %s/%s at %s, operation %s, values %s, step %s (%s)", app.ResourceVersion,
-		app.Status.Sync.Status, app.Status.Health.Status, app.Status.Sync.Revision, op, vals,
-		app.Annotations[v1alpha1.AnnotationStep], app.Annotations[v1alpha1.AnnotationStepWrite])
-}
-
-// values decodes a source's Helm values.
-func values(t *testing.T, src *argoapp.ApplicationSource) map[string]any {
-	t.Helper()
-	out := map[string]any{}
-	if src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
-		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &out); err != nil {
-			t.Fatalf("decode values: %v", err)
-		}
-	}
-	return out
-}
-
 // fence returns the named fence of a verdict.
 func fence(v *v1alpha1.Verdict, name string) v1alpha1.Fence {
 	if v != nil {
@@ -258,14 +163,6 @@ func fence(v *v1alpha1.Verdict, name string) v1alpha1.Fence {
 		}
 	}
 	return v1alpha1.Fence{Name: name}
-}
-
-// condition returns a condition of the runtime, or a zero one.
-func condition(rt *v1alpha1.ClusterRuntime, typ string) metav1.Condition {
-	if c := meta.FindStatusCondition(rt.Status.Conditions, typ); c != nil {
-		return *c
-	}
-	return metav1.Condition{Type: typ}
 }
 
 // rv parses a resourceVersion (an etcd revision on the local stack).

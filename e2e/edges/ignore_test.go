@@ -47,24 +47,24 @@ func TestAWebhookCertificateFilledAtRunTimeIsLeftAlone(t *testing.T) {
 	}
 
 	// A comparison after the fill (a refresh asked by hand; Argo CD answers by removing it).
-	patchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationArgoRefresh+`":"hard"}}}`)
-	waitApp(t, s, rel, stepTimeout, "compared again, Synced and Healthy with the filled Secret", func(a *argoapp.Application) bool {
+	stacktest.PatchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationArgoRefresh+`":"hard"}}}`)
+	stacktest.WaitApp(t, s, rel, stepTimeout, "compared again, Synced and Healthy with the filled Secret", func(a *argoapp.Application) bool {
 		_, asked := a.Annotations[v1alpha1.AnnotationArgoRefresh]
 		return !asked && a.Status.Sync.Status == argoapp.SyncStatusCodeSynced && a.Status.Health.Status == argoapp.HealthStatusHealthy
 	})
 	keptFilled("after a comparison")
 
 	// A sync of the release (a value its chart renders into a ConfigMap).
-	setValue(t, rel, "settings", map[string]any{"leftAlone": "yes"})
+	stacktest.SetValue(t, components, rel, "settings", map[string]any{"leftAlone": "yes"})
 	ro := change(t, s, rt.Status.ActivePlan)
-	stepOf(t, ro, rel, v1alpha1.ActionUpgrade)
+	stacktest.StepOf(t, ro, rel, v1alpha1.ActionUpgrade)
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
 		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
 	}
 	app := stacktest.Application(t, s, rel)
 	if os := app.Status.OperationState; os == nil || os.Phase != argoapp.OperationSucceeded || os.SyncResult == nil ||
-		values(t, &os.SyncResult.Source)["settings"] == nil || app.Status.Sync.Status != argoapp.SyncStatusCodeSynced {
-		t.Errorf("want a succeeded sync of the new values and the release Synced: %s", describeApp(app))
+		stacktest.Values(t, &os.SyncResult.Source)["settings"] == nil || app.Status.Sync.Status != argoapp.SyncStatusCodeSynced {
+		t.Errorf("want a succeeded sync of the new values and the release Synced: %s", stacktest.DescribeApp(app))
 	}
 	keptFilled("after a sync")
 	rolledOut(t, s)

@@ -26,8 +26,8 @@ func TestAHandSetEngineSuspendedMarkerDoesNotHideDisabledAutomatedSync(t *testin
 	s := stacktest.Need(t)
 	rt := rolledOut(t, s)
 	const rel = "cert-manager"
-	patchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationEngineSuspended+`":"true"}},"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
-	app := waitApp(t, s, rel, stepTimeout, "automated sync enabled again by the operator", func(a *argoapp.Application) bool {
+	stacktest.PatchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationEngineSuspended+`":"true"}},"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
+	app := stacktest.WaitApp(t, s, rel, stepTimeout, "automated sync enabled again by the operator", func(a *argoapp.Application) bool {
 		sp := a.Spec.SyncPolicy
 		return sp != nil && sp.Automated != nil && stacktest.True(sp.Automated.Enabled)
 	})
@@ -55,13 +55,13 @@ func TestAHandSetDeleteRolloutMarkerIsDriftAndHidesNothing(t *testing.T) {
 	ctx := t.Context()
 	rt := rolledOut(t, s)
 	const rel, ns, marker = "jobset", "jobset-system", "r-by-hand"
-	armed := patchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationDeleteRollout+`":"`+marker+`"},"finalizers":["`+v1alpha1.ArgoResourcesFinalizer+`"]}}`)
+	armed := stacktest.PatchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationDeleteRollout+`":"`+marker+`"},"finalizers":["`+v1alpha1.ArgoResourcesFinalizer+`"]}}`)
 	if armed.Annotations[v1alpha1.AnnotationDeleteRollout] != marker || !slices.Contains(armed.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
 		t.Fatalf("the hand edit was not stored: annotations %v, finalizers %v", armed.Annotations, armed.Finalizers)
 	}
 	t.Cleanup(func() { // leave the Application as the operator wrote it, whatever happened
 		_, _ = s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Patch(context.Background(), rel, types.MergePatchType,
-			[]byte(`{"metadata":{"finalizers":null,"annotations":{"`+v1alpha1.AnnotationDeleteRollout+`":null}}}`), metav1.PatchOptions{FieldManager: person})
+			[]byte(`{"metadata":{"finalizers":null,"annotations":{"`+v1alpha1.AnnotationDeleteRollout+`":null}}}`), metav1.PatchOptions{FieldManager: stacktest.Person})
 	})
 
 	// The webhook refuses a write by an operator identity (the applier's): the marker names no
@@ -83,7 +83,7 @@ func TestAHandSetDeleteRolloutMarkerIsDriftAndHidesNothing(t *testing.T) {
 	// NotReady naming it.
 	cordon := func(on bool) {
 		patch := `{"spec":{"unschedulable":` + map[bool]string{true: "true", false: "null"}[on] + `}}`
-		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: person}); err != nil {
+		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 			t.Fatalf("cordon=%v node %s: %v", on, s.Env.NodeName, err)
 		}
 	}
@@ -96,7 +96,7 @@ func TestAHandSetDeleteRolloutMarkerIsDriftAndHidesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (a hand-set %s must not silence the release's verdicts)", err, v1alpha1.AnnotationDeleteRollout)
 	}
-	if c := condition(got, v1alpha1.ConditionReady); !has(c.Message, "release "+rel+" is not ready") {
+	if c := stacktest.Condition(got, v1alpha1.ConditionReady); !has(c.Message, "release "+rel+" is not ready") {
 		t.Errorf("Ready message %q does not name %s", c.Message, rel)
 	}
 	if during := stacktest.Application(t, s, rel); during.Annotations[v1alpha1.AnnotationDeleteRollout] != marker {
@@ -105,8 +105,8 @@ func TestAHandSetDeleteRolloutMarkerIsDriftAndHidesNothing(t *testing.T) {
 	cordon(false)
 
 	// The finalizer removed by hand: the marker is drift, and the repair takes it away.
-	patchApp(t, s, rel, `{"metadata":{"finalizers":null}}`)
-	waitApp(t, s, rel, stepTimeout, "without the hand-set marker", func(a *argoapp.Application) bool {
+	stacktest.PatchApp(t, s, rel, `{"metadata":{"finalizers":null}}`)
+	stacktest.WaitApp(t, s, rel, stepTimeout, "without the hand-set marker", func(a *argoapp.Application) bool {
 		_, marked := a.Annotations[v1alpha1.AnnotationDeleteRollout]
 		return !marked && len(a.Finalizers) == 0
 	})

@@ -34,7 +34,7 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 
 	cordon := func(on bool) {
 		patch := `{"spec":{"unschedulable":` + map[bool]string{true: "true", false: "null"}[on] + `}}`
-		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: person}); err != nil {
+		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 			t.Fatalf("cordon=%v node %s: %v", on, s.Env.NodeName, err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := condition(got, v1alpha1.ConditionReady)
+	c := stacktest.Condition(got, v1alpha1.ConditionReady)
 	if !has(c.Message, "release "+rel+" is not ready", v1alpha1.FenceHealthy+" Open", rt.Status.ActivePlan) {
 		t.Errorf("Ready message %q does not name %s, its open Healthy fence and the plan", c.Message, rel)
 	}
@@ -60,7 +60,7 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 	if got.Status.ActivePlan != rt.Status.ActivePlan || got.Status.Rollout != rt.Status.Rollout {
 		t.Errorf("the runtime moved: plan %s, rollout %s", got.Status.ActivePlan, got.Status.Rollout)
 	}
-	if c := condition(got, v1alpha1.ConditionStalled); c.Status != metav1.ConditionFalse {
+	if c := stacktest.Condition(got, v1alpha1.ConditionStalled); c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled=%s %s: a release not ready is not a stall", c.Status, c.Reason)
 	}
 	out, err := s.KubectlAICR(ctx, "describe")

@@ -23,14 +23,14 @@ func TestARepairRemovesWhatAHandEditAdded(t *testing.T) {
 	rt := rolledOut(t, s)
 	const rel = "cert-manager"
 	before := stacktest.Application(t, s, rel)
-	edited := patchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationReadinessGate+`":"true","example.com/note":"kept"}},`+
+	edited := stacktest.PatchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationReadinessGate+`":"true","example.com/note":"kept"}},`+
 		`"spec":{"revisionHistoryLimit":3,"source":{"chart":"by-hand","helm":{"valuesObject":{"addedByHand":true}}}}}`)
 	if edited.Spec.Source.Chart != "by-hand" || edited.Spec.RevisionHistoryLimit == nil {
 		t.Fatalf("the hand edit was not stored: %+v", edited.Spec)
 	}
-	repaired := waitApp(t, s, rel, stepTimeout, "exactly the plan's again", func(a *argoapp.Application) bool {
+	repaired := stacktest.WaitApp(t, s, rel, stepTimeout, "exactly the plan's again", func(a *argoapp.Application) bool {
 		_, gate := a.Annotations[v1alpha1.AnnotationReadinessGate]
-		_, added := values(t, a.Spec.Source)["addedByHand"]
+		_, added := stacktest.Values(t, a.Spec.Source)["addedByHand"]
 		return a.Spec.Source.Chart == "" && a.Spec.RevisionHistoryLimit == nil && !added && !gate
 	})
 	if d := cmp.Diff(before.Spec, repaired.Spec); d != "" {

@@ -12,11 +12,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
@@ -36,9 +34,6 @@ const (
 	selfHealTimout = 2 * time.Minute
 )
 
-// person is the field manager of every hand edit in this package: someone who is not the operator.
-const person = "e2e-person"
-
 // eventNamespace is where the planner records Events about the cluster-scoped ClusterRuntime:
 // the operator namespace.
 const eventNamespace = stack.OperatorNamespace
@@ -49,18 +44,6 @@ var (
 	components = stack.ExampleComponents()
 	version    = 1
 )
-
-// setValue sets a top-level value of a component in the package's bundle.
-func setValue(t *testing.T, component, key string, value any) {
-	t.Helper()
-	for i := range components {
-		if components[i].Name == component {
-			components[i].Values[key] = value
-			return
-		}
-	}
-	t.Fatalf("no component %s in the bundle", component)
-}
 
 // applyBundle renders the package's bundle as a new version and writes the bundle ConfigMap.
 func applyBundle(t *testing.T, s *stack.Stack) {
@@ -84,87 +67,6 @@ func rolledOut(t *testing.T, s *stack.Stack) *v1alpha1.ClusterRuntime {
 		t.Fatal(err)
 	}
 	return stacktest.RolledOut(t, s, raw, stack.DefaultRuntimeSpec())
-}
-
-func apps(s *stack.Stack) interface {
-	Get(context.Context, string, metav1.GetOptions, ...string) (*unstructured.Unstructured, error)
-} {
-	return s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
-}
-
-func decodeApp(u *unstructured.Unstructured) (*argoapp.Application, error) {
-	var app argoapp.Application
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
-		return nil, fmt.Errorf("decode application %s: %w", u.GetName(), err)
-	}
-	return &app, nil
-}
-
-// patchApp edits an Application by hand (field manager person) and returns what was stored.
-func patchApp(t *testing.T, s *stack.Stack, name string, pt types.PatchType, patch string) *argoapp.Application {
-	t.Helper()
-	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
-		Patch(t.Context(), name, pt, []byte(patch), metav1.PatchOptions{FieldManager: person})
-	if err != nil {
-		t.Fatalf("hand edit of application %s (%s): %v", name, patch, err)
-	}
-	app, err := decodeApp(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return app
-}
-
-// waitApp waits until the Application exists and cond holds, and returns it.
-func waitApp(t *testing.T, s *stack.Stack, name string, timeout time.Duration, what string, cond func(*argoapp.Application) bool) *argoapp.Application {
-	t.Helper()
-	var last *argoapp.Application
-	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" "+what, func(ctx context.Context) (bool, error) {
-		u, err := apps(s).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		app, err := decodeApp(u)
-		if err != nil {
-			return false, err
-		}
-		last = app
-		return cond(app), nil
-	})
-	if err != nil {
-		t.Fatalf("%v\nlast seen: %s", err, describeApp(last))
-	}
-	return last
-}
-
-// describeApp is a one-line account of an Application for failure messages.
-func describeApp(app *argoapp.Application) string {
-	if app == nil {
-		return "never read"
-	}
-	auto := "absent"
-	if sp := app.Spec.SyncPolicy; sp != nil && sp.Automated != nil && sp.Automated.Enabled != nil {
-		auto = fmt.Sprint(*sp.Automated.Enabled)
-	}
-	vals := "{}"
-	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
-		vals = string(src.Helm.ValuesObject.Raw)
-	}
-	return fmt.Sprintf("uid %s, %s/%s at %s, values %s, automated.enabled %s, finalizers %v, step %s",
-		app.UID, app.Status.Sync.Status, app.Status.Health.Status, app.Status.Sync.Revision, vals, auto,
-		app.Finalizers, app.Annotations[v1alpha1.AnnotationStep])
-}
-
-// values decodes an Application's Helm values.
-func values(t *testing.T, app *argoapp.Application) map[string]any {
-	t.Helper()
-	out := map[string]any{}
-	if src := app.Spec.Source; src != nil && src.Helm != nil && src.Helm.ValuesObject != nil {
-		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &out); err != nil {
-			t.Fatalf("decode values of %s: %v", app.Name, err)
-		}
-	}
-	return out
 }
 
 // syncedHealthy reports whether Argo CD compared the Application's current spec and found it
@@ -293,19 +195,11 @@ func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string) v1alpha1.
 	return v1alpha1.Step{}
 }
 
-// condition returns a condition of the runtime, or a zero one.
-func condition(rt *v1alpha1.ClusterRuntime, typ string) metav1.Condition {
-	if c := meta.FindStatusCondition(rt.Status.Conditions, typ); c != nil {
-		return *c
-	}
-	return metav1.Condition{Type: typ}
-}
-
 // gone waits until the Application is not found.
 func gone(t *testing.T, s *stack.Stack, name string, timeout time.Duration) {
 	t.Helper()
 	err := testenv.WaitFor(t.Context(), timeout, "application "+name+" gone", func(ctx context.Context) (bool, error) {
-		_, err := apps(s).Get(ctx, name, metav1.GetOptions{})
+		_, err := stacktest.Applications(s).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
@@ -332,11 +226,11 @@ func createApp(t *testing.T, s *stack.Stack, app *argoapp.Application) *argoapp.
 	}
 	delete(obj, "status") // Argo CD's to write
 	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(app.Namespace).
-		Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: person})
+		Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: stacktest.Person})
 	if err != nil {
 		t.Fatalf("create application %s: %v", app.Name, err)
 	}
-	out, err := decodeApp(u)
+	out, err := stacktest.DecodeApplication(u)
 	if err != nil {
 		t.Fatal(err)
 	}

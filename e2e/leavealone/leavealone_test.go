@@ -28,23 +28,23 @@ func TestEditedApplicationIsForcedBackWithNoRolloutInProgress(t *testing.T) {
 	s := stacktest.Need(t)
 	rt := rolledOut(t, s)
 	const rel = "kube-prometheus-stack"
-	want := values(t, stacktest.Application(t, s, rel))
+	want := stacktest.Values(t, stacktest.Application(t, s, rel).Spec.Source)
 	if want["logLevel"] != "info" {
 		t.Fatalf("%s starts with values %v, want logLevel info", rel, want)
 	}
 	seen := markEvents(t, s)
 
-	edited := patchApp(t, s, rel, types.MergePatchType, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
-	if got := values(t, edited)["logLevel"]; got != "debug" {
+	edited := stacktest.PatchApp(t, s, rel, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"debug"}}}}}`)
+	if got := stacktest.Values(t, edited.Spec.Source)["logLevel"]; got != "debug" {
 		t.Fatalf("the hand edit was not stored: logLevel %v", got)
 	}
 
-	msg := waitEvent(t, s, seen, repairTimeout, v1alpha1.EventFieldOwnershipOverridden, "Application "+rel+" was edited", bus.DriftValues, person)
+	msg := waitEvent(t, s, seen, repairTimeout, v1alpha1.EventFieldOwnershipOverridden, "Application "+rel+" was edited", bus.DriftValues, stacktest.Person)
 	t.Logf("event: %s", msg)
-	app := waitApp(t, s, rel, repairTimeout, "forced back to the planned values and owned by the operator again", func(a *argoapp.Application) bool {
-		return equalJSON(values(t, a), want) && owns(a, v1alpha1.FieldManager, "f:logLevel") && !owns(a, person, "f:logLevel")
+	app := stacktest.WaitApp(t, s, rel, repairTimeout, "forced back to the planned values and owned by the operator again", func(a *argoapp.Application) bool {
+		return equalJSON(stacktest.Values(t, a.Spec.Source), want) && owns(a, v1alpha1.FieldManager, "f:logLevel") && !owns(a, stacktest.Person, "f:logLevel")
 	})
-	waitApp(t, s, rel, syncTimeout, "Synced/Healthy at the planned values", syncedHealthy)
+	stacktest.WaitApp(t, s, rel, syncTimeout, "Synced/Healthy at the planned values", syncedHealthy)
 
 	// A repair is not a rollout: the runtime stays at its plan with the same rollout, and is
 	// Ready again (RolledOut) once readiness judges the repaired release ready; while the edit
@@ -58,14 +58,14 @@ func TestEditedApplicationIsForcedBackWithNoRolloutInProgress(t *testing.T) {
 		if after.Status.Rollout != rt.Status.Rollout || after.Status.ActivePlan != rt.Status.ActivePlan {
 			return false, fmt.Errorf("the repair moved the runtime: rollout %s -> %s, plan %s -> %s", rt.Status.Rollout, after.Status.Rollout, rt.Status.ActivePlan, after.Status.ActivePlan)
 		}
-		c := condition(after, v1alpha1.ConditionReady)
+		c := stacktest.Condition(after, v1alpha1.ConditionReady)
 		return c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonRolledOut, nil
 	})
 	if err != nil {
 		if after == nil {
 			t.Fatal(err)
 		}
-		c := condition(after, v1alpha1.ConditionReady)
+		c := stacktest.Condition(after, v1alpha1.ConditionReady)
 		t.Fatalf("%v: Ready=%s %s: %s", err, c.Status, c.Reason, c.Message)
 	}
 	if !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], rt.Status.Rollout+"/") && !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], "repair/") {
@@ -80,7 +80,7 @@ func TestValuesEditDuringRolloutStallsWithInventoryDrift(t *testing.T) {
 	rolledOut(t, s)
 	ctx := t.Context()
 	const edited = "nfd" // not part of the rollout below
-	orig := values(t, stacktest.Application(t, s, edited))
+	orig := stacktest.Values(t, stacktest.Application(t, s, edited).Spec.Source)
 
 	// A rollout in flight that starts no step: paused, then a bundle changing three releases.
 	paused := stack.DefaultRuntimeSpec()
@@ -93,7 +93,7 @@ func TestValuesEditDuringRolloutStallsWithInventoryDrift(t *testing.T) {
 	}
 	changed := []string{"jobset", "kubeflow-trainer", "dcgm-exporter"}
 	for _, c := range changed {
-		setValue(t, c, "logLevel", "debug")
+		stacktest.SetValue(t, components, c, "logLevel", "debug")
 	}
 	applyBundle(t, s)
 	ro := inFlight(t, s, stallTimeout)
@@ -102,12 +102,12 @@ func TestValuesEditDuringRolloutStallsWithInventoryDrift(t *testing.T) {
 	if orig["replicas"] != float64(1) {
 		t.Fatalf("%s starts with values %v, want replicas 1", edited, orig)
 	}
-	patchApp(t, s, edited, types.MergePatchType, `{"spec":{"source":{"helm":{"valuesObject":{"replicas":2}}}}}`)
+	stacktest.PatchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"replicas":2}}}}}`)
 	rt, err := s.WaitCondition(ctx, stallTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonInventoryDrift)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(rt, v1alpha1.ConditionStalled); !strings.Contains(c.Message, edited) || !strings.Contains(c.Message, ro.Name) {
+	if c := stacktest.Condition(rt, v1alpha1.ConditionStalled); !strings.Contains(c.Message, edited) || !strings.Contains(c.Message, ro.Name) {
 		t.Errorf("Stalled message %q does not name the edited release %s and rollout %s", c.Message, edited, ro.Name)
 	}
 	ro, err = s.Rollout(ctx, ro.Name)
@@ -118,7 +118,7 @@ func TestValuesEditDuringRolloutStallsWithInventoryDrift(t *testing.T) {
 		t.Errorf("rollout %s InventoryDrift condition %+v, want True listing %s: %s", ro.Name, c, edited, bus.DriftValues)
 	}
 	// The edit is not forced back during the rollout: it is the person's to undo.
-	if got := values(t, stacktest.Application(t, s, edited))["replicas"]; got != float64(2) {
+	if got := stacktest.Values(t, stacktest.Application(t, s, edited).Spec.Source)["replicas"]; got != float64(2) {
 		t.Errorf("%s replicas %v during the rollout: the operator overwrote a content edit mid-rollout", edited, got)
 	}
 
@@ -130,7 +130,7 @@ func TestValuesEditDuringRolloutStallsWithInventoryDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(rt, v1alpha1.ConditionStalled); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInventoryDrift {
+	if c := stacktest.Condition(rt, v1alpha1.ConditionStalled); c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonInventoryDrift {
 		t.Errorf("unpaused runtime Stalled=%s %s (%s), want True InventoryDrift", c.Status, c.Reason, c.Message)
 	}
 	ro, err = s.Rollout(ctx, ro.Name)
@@ -145,18 +145,18 @@ func TestValuesEditDuringRolloutStallsWithInventoryDrift(t *testing.T) {
 
 	// Undoing the edit by hand (the person still owns the field, with the written value) lets
 	// the rollout go on to Ready.
-	undone := patchApp(t, s, edited, types.MergePatchType, `{"spec":{"source":{"helm":{"valuesObject":{"replicas":1}}}}}`)
-	if !owns(undone, person, "f:replicas") {
-		t.Fatalf("the undo did not leave the field with %s: %s", person, describeApp(undone))
+	undone := stacktest.PatchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"replicas":1}}}}}`)
+	if !owns(undone, stacktest.Person, "f:replicas") {
+		t.Fatalf("the undo did not leave the field with %s: %s", stacktest.Person, stacktest.DescribeApp(undone))
 	}
 	if _, err := s.WaitCondition(ctx, stacktest.RolloutTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Fatal(err)
 	}
-	if got := values(t, stacktest.Application(t, s, edited)); !equalJSON(got, orig) {
+	if got := stacktest.Values(t, stacktest.Application(t, s, edited).Spec.Source); !equalJSON(got, orig) {
 		t.Errorf("%s values %v after the rollout, want %v", edited, got, orig)
 	}
 	for _, c := range changed {
-		if got := values(t, stacktest.Application(t, s, c))["logLevel"]; got != "debug" {
+		if got := stacktest.Values(t, stacktest.Application(t, s, c).Spec.Source)["logLevel"]; got != "debug" {
 			t.Errorf("%s logLevel %v after the rollout, want debug", c, got)
 		}
 	}
@@ -170,19 +170,19 @@ func TestDisabledAutomatedSyncIsRepaired(t *testing.T) {
 	const rel = "jobset"
 	seen := markEvents(t, s)
 
-	off := patchApp(t, s, rel, types.MergePatchType, `{"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
+	off := stacktest.PatchApp(t, s, rel, `{"spec":{"syncPolicy":{"automated":{"enabled":false}}}}`)
 	if automatedOn(off) {
-		t.Fatalf("the hand edit was not stored: %s", describeApp(off))
+		t.Fatalf("the hand edit was not stored: %s", stacktest.DescribeApp(off))
 	}
 	msg := waitEvent(t, s, seen, repairTimeout, v1alpha1.EventFieldOwnershipOverridden, "Application "+rel+" was edited", bus.DriftAutoSyncDisabled)
 	t.Logf("event: %s", msg)
-	app := waitApp(t, s, rel, repairTimeout, "automated sync enabled again", func(a *argoapp.Application) bool {
-		return automatedOn(a) && owns(a, v1alpha1.FieldManager, "f:enabled") && !owns(a, person, "f:enabled")
+	app := stacktest.WaitApp(t, s, rel, repairTimeout, "automated sync enabled again", func(a *argoapp.Application) bool {
+		return automatedOn(a) && owns(a, v1alpha1.FieldManager, "f:enabled") && !owns(a, stacktest.Person, "f:enabled")
 	})
 	if sp := app.Spec.SyncPolicy; !stacktest.True(sp.Automated.Prune) || !stacktest.True(sp.Automated.SelfHeal) {
 		t.Errorf("repaired sync policy %+v lost prune or selfHeal", sp.Automated)
 	}
-	waitApp(t, s, rel, syncTimeout, "Synced/Healthy", syncedHealthy)
+	stacktest.WaitApp(t, s, rel, syncTimeout, "Synced/Healthy", syncedHealthy)
 }
 
 // "Add the resources finalizer": the operator then writes nothing to that Application (the
@@ -195,7 +195,7 @@ func TestResourcesFinalizerBlocksOperatorWrites(t *testing.T) {
 	const rel = "kubeflow-trainer"
 	seen := markEvents(t, s)
 
-	armed := patchApp(t, s, rel, types.MergePatchType, `{"metadata":{"finalizers":["`+v1alpha1.ArgoResourcesFinalizer+`"]}}`)
+	armed := stacktest.PatchApp(t, s, rel, `{"metadata":{"finalizers":["`+v1alpha1.ArgoResourcesFinalizer+`"]}}`)
 	if !slices.Contains(armed.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
 		t.Fatalf("the finalizer was not stored: %v", armed.Finalizers)
 	}
@@ -218,14 +218,14 @@ func TestResourcesFinalizerBlocksOperatorWrites(t *testing.T) {
 
 	// A bundle change that reaches the release stalls on it, and nothing is written to it.
 	before := stacktest.Application(t, s, rel)
-	setValue(t, rel, "logLevel", "warn")
+	stacktest.SetValue(t, components, rel, "logLevel", "warn")
 	applyBundle(t, s)
 	ro := inFlight(t, s, stallTimeout)
 	rt, err := s.WaitCondition(ctx, stallTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonTransitionBlocked)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(rt, v1alpha1.ConditionStalled); !strings.Contains(c.Message, rel) || !strings.Contains(c.Message, v1alpha1.ArgoResourcesFinalizer) {
+	if c := stacktest.Condition(rt, v1alpha1.ConditionStalled); !strings.Contains(c.Message, rel) || !strings.Contains(c.Message, v1alpha1.ArgoResourcesFinalizer) {
 		t.Errorf("Stalled message %q does not name %s and the finalizer", c.Message, rel)
 	}
 	ro, err = s.Rollout(ctx, ro.Name)
@@ -237,20 +237,20 @@ func TestResourcesFinalizerBlocksOperatorWrites(t *testing.T) {
 	}
 	during := stacktest.Application(t, s, rel)
 	if specJSON(t, during) != specJSON(t, before) || during.Annotations[v1alpha1.AnnotationStep] != before.Annotations[v1alpha1.AnnotationStep] {
-		t.Errorf("the armed Application was written during the stall:\nbefore %s\nduring %s", describeApp(before), describeApp(during))
+		t.Errorf("the armed Application was written during the stall:\nbefore %s\nduring %s", stacktest.DescribeApp(before), stacktest.DescribeApp(during))
 	}
 	if _, ok := during.Annotations["operator.aicr.run/e2e-probe"]; ok {
 		t.Errorf("the denied write was stored")
 	}
 
 	// Removing the finalizer by hand: the step's retry writes it and the rollout finishes.
-	patchApp(t, s, rel, types.MergePatchType, `{"metadata":{"finalizers":null}}`)
+	stacktest.PatchApp(t, s, rel, `{"metadata":{"finalizers":null}}`)
 	if _, err := s.WaitCondition(ctx, retryTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Fatal(err)
 	}
 	app := stacktest.Application(t, s, rel)
-	if got := values(t, app)["logLevel"]; got != "warn" || len(app.Finalizers) != 0 || !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], ro.Name+"/") {
-		t.Errorf("after the finalizer's removal: %s, want logLevel warn written by rollout %s", describeApp(app), ro.Name)
+	if got := stacktest.Values(t, app.Spec.Source)["logLevel"]; got != "warn" || len(app.Finalizers) != 0 || !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], ro.Name+"/") {
+		t.Errorf("after the finalizer's removal: %s, want logLevel warn written by rollout %s", stacktest.DescribeApp(app), ro.Name)
 	}
 }
 
@@ -273,7 +273,7 @@ func TestDeletedApplicationIsWrittenAgain(t *testing.T) {
 	}
 	msg := waitEvent(t, s, seen, repairTimeout, "ApplicationRewritten", rel)
 	t.Logf("event: %s", msg)
-	app := waitApp(t, s, rel, repairTimeout, "written again as a new object", func(a *argoapp.Application) bool {
+	app := stacktest.WaitApp(t, s, rel, repairTimeout, "written again as a new object", func(a *argoapp.Application) bool {
 		return a.UID != old.UID && a.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue
 	})
 	if specJSON(t, app) != specJSON(t, old) {
@@ -282,7 +282,7 @@ func TestDeletedApplicationIsWrittenAgain(t *testing.T) {
 	if slices.Contains(app.Finalizers, v1alpha1.ArgoResourcesFinalizer) {
 		t.Errorf("the rewritten Application carries the resources finalizer")
 	}
-	waitApp(t, s, rel, syncTimeout, "Synced/Healthy", syncedHealthy)
+	stacktest.WaitApp(t, s, rel, syncTimeout, "Synced/Healthy", syncedHealthy)
 
 	after, err := s.Kube.AppsV1().Deployments(ns).Get(ctx, rel+"-controller", metav1.GetOptions{})
 	if err != nil {
@@ -341,7 +341,7 @@ func TestForeignApplicationFailsTheRolloutAndIsLeftAlone(t *testing.T) {
 	if ro.Spec.ToDigest != rt.Status.DesiredPlan {
 		t.Fatalf("the failed rollout %s goes to %s, not to the desired plan %s", ro.Name, ro.Spec.ToDigest, rt.Status.DesiredPlan)
 	}
-	c := condition(rt, v1alpha1.ConditionStalled)
+	c := stacktest.Condition(rt, v1alpha1.ConditionStalled)
 	for _, want := range []string{ro.Name, extra.Name, v1alpha1.ReasonForeignObject,
 		`label app.kubernetes.io/managed-by is missing (want "aicr-operator")`, "annotation operator.aicr.run/runtime-uid is missing"} {
 		if !strings.Contains(c.Message, want) {
@@ -376,7 +376,7 @@ func TestForeignApplicationFailsTheRolloutAndIsLeftAlone(t *testing.T) {
 	if _, err := s.WaitCondition(ctx, stacktest.RolloutTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Fatal(err)
 	}
-	app := waitApp(t, s, extra.Name, syncTimeout, "owned, Synced/Healthy", func(a *argoapp.Application) bool {
+	app := stacktest.WaitApp(t, s, extra.Name, syncTimeout, "owned, Synced/Healthy", func(a *argoapp.Application) bool {
 		return a.UID != created.UID && a.Labels[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue && syncedHealthy(a)
 	})
 	if !strings.HasPrefix(app.Annotations[v1alpha1.AnnotationStep], ro.Name+"/") {
@@ -397,12 +397,12 @@ func TestHandAddedResourceFieldsStayAndManifestFieldsRevert(t *testing.T) {
 	const label, env = "e2e.aicr.run/hand-added", "E2E_HAND_ADDED"
 
 	added := `{"metadata":{"labels":{"` + label + `":"yes"}},"spec":{"template":{"spec":{"containers":[{"name":"controller","env":[{"name":"` + env + `","value":"yes"}]}]}}}}`
-	if _, err := deploys.Patch(ctx, name, types.StrategicMergePatchType, []byte(added), metav1.PatchOptions{FieldManager: person}); err != nil {
+	if _, err := deploys.Patch(ctx, name, types.StrategicMergePatchType, []byte(added), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 		t.Fatalf("add a label and an env var by hand: %v", err)
 	}
 	// Ask Argo CD to compare now; it removes the annotation once it has.
-	patchApp(t, s, rel, types.MergePatchType, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationArgoRefresh+`":"normal"}}}`)
-	waitApp(t, s, rel, syncTimeout, "compared after the addition and still Synced/Healthy", func(a *argoapp.Application) bool {
+	stacktest.PatchApp(t, s, rel, `{"metadata":{"annotations":{"`+v1alpha1.AnnotationArgoRefresh+`":"normal"}}}`)
+	stacktest.WaitApp(t, s, rel, syncTimeout, "compared after the addition and still Synced/Healthy", func(a *argoapp.Application) bool {
 		_, pending := a.Annotations[v1alpha1.AnnotationArgoRefresh]
 		return !pending && syncedHealthy(a)
 	})
@@ -413,7 +413,7 @@ func TestHandAddedResourceFieldsStayAndManifestFieldsRevert(t *testing.T) {
 	}
 
 	// A field the manifests set (replicas: 1) is reverted by self-heal; the additions stay.
-	if _, err := deploys.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{FieldManager: person}); err != nil {
+	if _, err := deploys.Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 		t.Fatalf("scale by hand: %v", err)
 	}
 	err := testenv.WaitFor(ctx, selfHealTimout, "replicas of "+name+" reverted to 1", func(ctx context.Context) (bool, error) {
@@ -424,7 +424,7 @@ func TestHandAddedResourceFieldsStayAndManifestFieldsRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The revert was Argo CD's: an automated sync newer than the last one before the edit.
-	waitApp(t, s, rel, syncTimeout, "Synced/Healthy after an automated (self-heal) sync", func(a *argoapp.Application) bool {
+	stacktest.WaitApp(t, s, rel, syncTimeout, "Synced/Healthy after an automated (self-heal) sync", func(a *argoapp.Application) bool {
 		op := a.Status.OperationState
 		return syncedHealthy(a) && op != nil && op.Phase == "Succeeded" && op.Operation.InitiatedBy.Automated && op.StartedAt.After(prev.Time)
 	})
@@ -432,10 +432,10 @@ func TestHandAddedResourceFieldsStayAndManifestFieldsRevert(t *testing.T) {
 
 	// To undo an addition, remove the field by hand.
 	removed := `{"metadata":{"labels":{"` + label + `":null}},"spec":{"template":{"spec":{"containers":[{"name":"controller","env":[{"name":"` + env + `","$patch":"delete"}]}]}}}}`
-	if _, err := deploys.Patch(ctx, name, types.StrategicMergePatchType, []byte(removed), metav1.PatchOptions{FieldManager: person}); err != nil {
+	if _, err := deploys.Patch(ctx, name, types.StrategicMergePatchType, []byte(removed), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 		t.Fatalf("remove the additions by hand: %v", err)
 	}
-	waitApp(t, s, rel, syncTimeout, "Synced/Healthy after the additions were removed", syncedHealthy)
+	stacktest.WaitApp(t, s, rel, syncTimeout, "Synced/Healthy after the additions were removed", syncedHealthy)
 }
 
 // handAdded checks the Deployment still carries the hand-added label and env var.

@@ -144,26 +144,6 @@ func waitRolledOut(t *testing.T, s *stack.Stack) *v1alpha1.ClusterRuntime {
 	return rt
 }
 
-// stepOf returns the rollout's step for release, failing the test when there is none or its
-// action differs.
-func stepOf(t *testing.T, ro *v1alpha1.RuntimeRollout, release string, action v1alpha1.StepAction) v1alpha1.Step {
-	t.Helper()
-	for _, st := range ro.Status.Steps {
-		if st.Release == release {
-			if st.Action != action {
-				t.Fatalf("rollout %s: step %d %s is %s, want %s", ro.Name, st.Index, release, st.Action, action)
-			}
-			return st
-		}
-	}
-	t.Fatalf("rollout %s has no step for %s (steps: %s)", ro.Name, release, describeSteps(ro))
-	return v1alpha1.Step{}
-}
-
-func findStep(ro *v1alpha1.RuntimeRollout, release string) (v1alpha1.Step, bool) {
-	return stacktest.FindStep(ro, release)
-}
-
 // stepID is the ID of a rollout's step, as in the protocol: "<rollout>/<index>".
 func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
 	return v1alpha1.StepID(ro.Name, st.Index)
@@ -173,14 +153,6 @@ func stepID(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
 // rollout's UID (v1alpha1.StepToken).
 func stepToken(ro *v1alpha1.RuntimeRollout, st v1alpha1.Step) string {
 	return v1alpha1.StepToken(stepID(ro, st), string(ro.UID))
-}
-
-func describeSteps(ro *v1alpha1.RuntimeRollout) string {
-	out := ""
-	for _, st := range ro.Status.Steps {
-		out += fmt.Sprintf("[%d %s %s %s %s] ", st.Index, st.Release, st.Action, st.State, st.Reason)
-	}
-	return out
 }
 
 // fence returns the named fence of a verdict.
@@ -223,9 +195,9 @@ func waitRolloutDone(t *testing.T, s *stack.Stack, name string) *v1alpha1.Runtim
 		case v1alpha1.PhaseSucceeded:
 			return true, nil
 		case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseRevoked, v1alpha1.PhaseSuperseded:
-			return false, fmt.Errorf("rollout %s ended %s: %s (steps: %s)", name, r.Status.Phase, r.Status.Message, describeSteps(r))
+			return false, fmt.Errorf("rollout %s ended %s: %s (steps: %s)", name, r.Status.Phase, r.Status.Message, stacktest.DescribeSteps(r))
 		}
-		return false, fmt.Errorf("phase %s: %s", r.Status.Phase, describeSteps(r))
+		return false, fmt.Errorf("phase %s: %s", r.Status.Phase, stacktest.DescribeSteps(r))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func TestAnApprovedRemoveLeavesCRDsAndKeptResources(t *testing.T) {
 	}
 
 	ro := change(t, s, without, spec)
-	stepOf(t, ro, keeper.Name, v1alpha1.ActionRemove)
+	stacktest.StepOf(t, ro, keeper.Name, v1alpha1.ActionRemove)
 	if _, err := s.WaitCondition(ctx, stacktest.ChangeTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestAnApprovedRemoveLeavesCRDsAndKeptResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waitRolloutDone(t, s, ro.Name)
-	if rm, _ := findStep(done, keeper.Name); rm.State != v1alpha1.StepSucceeded {
+	if rm, _ := stacktest.FindStep(done, keeper.Name); rm.State != v1alpha1.StepSucceeded {
 		t.Errorf("Remove step %s, want Succeeded", rm.State)
 	}
 	// Argo CD deleted what it deletes before it let the Application go: what is here now stays.

@@ -79,7 +79,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	releaseArgoCD := stacktest.HoldArgoCD(t, s)
 
 	ro := change(t, s, bundle, spec)
-	st := stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)
+	st := stacktest.StepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)
 	id := stepID(ro, st)
 
 	// The stale window: the step's write stands over the old spec's Synced/Healthy. Wait for a
@@ -91,7 +91,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		cur, _ := findStep(r, "gpu-operator")
+		cur, _ := stacktest.FindStep(r, "gpu-operator")
 		switch cur.State {
 		case v1alpha1.StepSucceeded, v1alpha1.StepFailed:
 			return false, testenv.Permanent(fmt.Errorf("step %s is %s (%s) before Argo CD compared its write: judged on the status of the old spec", id, cur.State, cur.Message))
@@ -135,7 +135,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		cur, _ := findStep(r, "gpu-operator")
+		cur, _ := stacktest.FindStep(r, "gpu-operator")
 		if cur.State != v1alpha1.StepInProgress {
 			return false, fmt.Errorf("step %s is %s", id, cur.State)
 		}
@@ -148,7 +148,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heldStep, _ := findStep(held, "gpu-operator")
+	heldStep, _ := stacktest.FindStep(held, "gpu-operator")
 	for _, f := range heldStep.Verdict.Fences {
 		t.Logf("held: fence %s %s: %s", f.Name, f.State, f.Message)
 	}
@@ -168,7 +168,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 
 	startKwok()
 	done := waitRolloutDone(t, s, ro.Name)
-	final, _ := findStep(done, "gpu-operator")
+	final, _ := stacktest.FindStep(done, "gpu-operator")
 	allPassed(t, final)
 	waitRolledOut(t, s)
 
@@ -221,14 +221,14 @@ func TestReadinessGateIsSyncedByTheOperatorInItsStep(t *testing.T) {
 	}
 
 	ro := change(t, s, bundle, spec)
-	gate := stepOf(t, ro, "gpu-operator-readiness", v1alpha1.ActionApply)
+	gate := stacktest.StepOf(t, ro, "gpu-operator-readiness", v1alpha1.ActionApply)
 	if !gate.ReadinessGate {
 		t.Errorf("gate step %d is not marked readinessGate", gate.Index)
 	}
-	stepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)
+	stacktest.StepOf(t, ro, "gpu-operator", v1alpha1.ActionUpgrade)
 	id := stepID(ro, gate)
 	done := waitRolloutDone(t, s, ro.Name)
-	gate, _ = findStep(done, "gpu-operator-readiness")
+	gate, _ = stacktest.FindStep(done, "gpu-operator-readiness")
 	allPassed(t, gate)
 	if f, _ := fence(gate.Verdict, v1alpha1.FenceGateSynced); f.State != v1alpha1.FencePassed {
 		t.Errorf("gate verdict has GateSynced %+v, want Passed", f)
@@ -282,7 +282,7 @@ func TestEveryStepWriteAsksForARefreshThatArgoCDClears(t *testing.T) {
 		{"gpu-operator", v1alpha1.ActionUpgrade, v1alpha1.StepWriteChanged},
 		{"gpu-operator-readiness", v1alpha1.ActionApply, v1alpha1.StepWriteUnchanged},
 	} {
-		st := stepOf(t, ro, tc.release, tc.action)
+		st := stacktest.StepOf(t, ro, tc.release, tc.action)
 		id, token := stepID(ro, st), stepToken(ro, st)
 		app := stacktest.Application(t, s, tc.release)
 		if got := app.Annotations[v1alpha1.AnnotationStep]; got != id {
@@ -347,7 +347,7 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 
 	ro := change(t, s, bundleWithout(t, s, release), spec)
-	stepOf(t, ro, release, v1alpha1.ActionRemove)
+	stacktest.StepOf(t, ro, release, v1alpha1.ActionRemove)
 	if _, err := s.WaitCondition(ctx, stacktest.ChangeTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonAwaitingApproval); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rm, _ := findStep(waiting, release); rm.State != v1alpha1.StepAwaitingApproval || rm.StartedAt != nil || waiting.Status.Phase != v1alpha1.PhaseAwaitingApproval {
+	if rm, _ := stacktest.FindStep(waiting, release); rm.State != v1alpha1.StepAwaitingApproval || rm.StartedAt != nil || waiting.Status.Phase != v1alpha1.PhaseAwaitingApproval {
 		t.Fatalf("before approval: rollout %s, step %s started %v; want AwaitingApproval, not started", waiting.Status.Phase, rm.State, rm.StartedAt)
 	}
 	app := stacktest.Application(t, s, release)
@@ -378,7 +378,7 @@ func TestRemoveWaitsForApprovalThenArgoCDDeletesTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := waitRolloutDone(t, s, ro.Name)
-	if rm, _ := findStep(done, release); rm.State != v1alpha1.StepSucceeded {
+	if rm, _ := stacktest.FindStep(done, release); rm.State != v1alpha1.StepSucceeded {
 		t.Errorf("Remove step %s, want Succeeded", rm.State)
 	}
 	waitRolledOut(t, s)
@@ -464,7 +464,7 @@ func namesakeCreatedInsideTheCreateIsNeverAdopted(t *testing.T, s *stack.Stack, 
 	}
 
 	ro := change(t, s, fullBundle(t, s), spec)
-	stepOf(t, ro, release, v1alpha1.ActionInstall)
+	stacktest.StepOf(t, ro, release, v1alpha1.ActionInstall)
 	rt, err := s.WaitCondition(ctx, stacktest.RolloutTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
 	if err != nil {
 		t.Fatal(err)
@@ -542,7 +542,7 @@ func recreatedNamesakeIsNeverDeleted(t *testing.T, s *stack.Stack, release strin
 		// Inside the applier's DELETE of the original: it goes, and a namesake comes.
 		fail := func(err error) { swapErr.Store(&err) }
 		bg := context.Background()
-		if _, err := apps.Patch(bg, release, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: "e2e-person"}); err != nil {
+		if _, err := apps.Patch(bg, release, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
 			fail(fmt.Errorf("take the finalizer off the original: %w", err))
 			return
 		}
@@ -573,7 +573,7 @@ func recreatedNamesakeIsNeverDeleted(t *testing.T, s *stack.Stack, release strin
 	}
 
 	ro := change(t, s, bundleWithout(t, s, release), spec)
-	stepOf(t, ro, release, v1alpha1.ActionRemove)
+	stacktest.StepOf(t, ro, release, v1alpha1.ActionRemove)
 	approve(t, s, ro.Name, "e2e: dcgm-exporter leaves the bundle again")
 	rt, err := s.WaitCondition(ctx, goneTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
 	if err != nil {
@@ -642,7 +642,7 @@ func createForeign(ctx context.Context, s *stack.Stack, name string, dryRun bool
 	}
 	delete(obj, "status")
 	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).
-		Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: "e2e-person", DryRun: dryRunAll(dryRun)})
+		Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{FieldManager: stacktest.Person, DryRun: dryRunAll(dryRun)})
 	if err != nil {
 		return nil, fmt.Errorf("create the namesake %s: %w", name, err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
@@ -170,15 +169,15 @@ func RolledOut(t *testing.T, s *stack.Stack, bundle []byte, spec v1alpha1.Cluste
 // Application reads one Application as Argo CD's type.
 func Application(t *testing.T, s *stack.Stack, name string) *argoapp.Application {
 	t.Helper()
-	u, err := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := Applications(s).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get application %s: %v", name, err)
 	}
-	var app argoapp.Application
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &app); err != nil {
-		t.Fatalf("decode application %s: %v", name, err)
+	app, err := DecodeApplication(u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &app
+	return app
 }
 
 // True reports whether b is set and true (an Application's optional booleans).
