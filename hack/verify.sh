@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when generated files are stale, when a module is untidy, when go work sync would change
 # anything, when the docs' mechanical facts (the modules, the deployables, the binaries' outside
-# connections) no longer match the workspace, when two k8s.io minor versions appear in the workspace build list, when a module wall
+# connections) no longer match the workspace, when README.md's performance figures are not those of
+# docs/performance.md's current table, when two k8s.io minor versions appear in the workspace build list, when a module wall
 # is crossed, when a tracked file names a machine path or a document outside the repository, when
 # a Go file is not gofmt-ed, or when shipped code calls a known vulnerable function (govulncheck,
 # against an offline copy of the Go vulnerability database: hack/tools.sh govulncheck). Import
@@ -91,6 +92,22 @@ for b in $services setup cli/cmd/kubectl-aicr; do
   oci=no; echo "$deps" | grep -q 'aicr-operator/shared/ociregistry$' && oci=yes
   want=no; case $b in planner|cli/cmd/kubectl-aicr) want=yes ;; esac
   if [ "$oci" != "$want" ]; then echo "  $b links shared/ociregistry: $oci; the docs say: $want"; fail=1; fi
+done
+
+# README.md's performance table quotes the current table of docs/performance.md: every figure
+# of it (its second column) and the commit it was measured at stand in that section, so a new
+# current table that leaves the README's behind fails here.
+current=$(awk '/^## Current figures/{on=1; next} on && /^## /{exit} on' docs/performance.md | sed 's/\*\*//g')
+readmeperf=$(awk '/^## Performance/{on=1; next} on && /^## /{exit} on' README.md)
+figures=$(echo "$readmeperf" | awk -F' [|] ' '/^[|] / && !/^[|] (Figure|---) / {print $2}')
+if [ -z "$figures" ] || [ -z "$current" ]; then
+  echo "  README.md's performance table or docs/performance.md's current figures not found"; fail=1
+fi
+while IFS= read -r fig; do
+  [ -z "$fig" ] || grep -qF -- "$fig" <<<"$current" || { echo "  README.md's performance figure '$fig' is not in docs/performance.md's current figures"; fail=1; }
+done <<<"$figures"
+for c in $(echo "$readmeperf" | grep -oE 'commit `[0-9a-f]{7,40}`' | tr -d '`' | awk '{print $2}'); do
+  grep -q "$c" <<<"$current" || { echo "  README.md's performance figures name commit $c; docs/performance.md's current figures do not"; fail=1; }
 done
 
 echo "verify: the repository stands on its own"
