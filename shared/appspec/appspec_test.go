@@ -121,6 +121,7 @@ func TestBuildGPUOperator(t *testing.T) {
 }
 
 func TestBuildVariants(t *testing.T) {
+	t.Parallel()
 	p := vectorPlan(t)
 	cases := map[string]struct {
 		settings Settings
@@ -189,6 +190,7 @@ func TestBuildVariants(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := tc.settings
 			if s == (Settings{}) {
 				s = settings
@@ -255,6 +257,7 @@ func source(values string) *argoapp.ApplicationSource {
 // TestEqualSource proves the comparison the applier (step-write) and readiness (ComparedToSpec)
 // rely on: equal means the same chart, revision and values as JSON.
 func TestEqualSource(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		a, b *argoapp.ApplicationSource
 		want bool
@@ -281,6 +284,7 @@ func TestEqualSource(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			if got := EqualSource(tc.a, tc.b); got != tc.want {
 				t.Errorf("EqualSource = %v, want %v", got, tc.want)
 			}
@@ -292,6 +296,7 @@ func TestEqualSource(t *testing.T) {
 }
 
 func TestEqualDestination(t *testing.T) {
+	t.Parallel()
 	a := argoapp.ApplicationDestination{Server: InClusterServer, Namespace: "gpu-operator"}
 	for name, b := range map[string]argoapp.ApplicationDestination{
 		"another namespace":    {Server: InClusterServer, Namespace: "nfd"},
@@ -299,6 +304,7 @@ func TestEqualDestination(t *testing.T) {
 		"a cluster name added": {Server: InClusterServer, Namespace: "gpu-operator", Name: "in-cluster"},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			if EqualDestination(a, b) {
 				t.Errorf("EqualDestination(%+v, %+v) = true", a, b)
 			}
@@ -310,6 +316,7 @@ func TestEqualDestination(t *testing.T) {
 }
 
 func TestSettingsValidate(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		s    Settings
 		want string // empty: valid
@@ -326,6 +333,7 @@ func TestSettingsValidate(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			err := tc.s.Validate()
 			switch {
 			case tc.want == "" && err != nil:

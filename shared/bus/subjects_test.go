@@ -11,6 +11,7 @@ import (
 // TestSubjectBuilders proves each builder makes the documented subject, that it falls under
 // its pattern and its stream's subjects, and under no other command pattern.
 func TestSubjectBuilders(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		got, want string
 		pattern   string
@@ -28,6 +29,7 @@ func TestSubjectBuilders(t *testing.T) {
 	patterns := []string{SubjectApplyPattern, SubjectRemovePattern, SubjectAppliedPattern, SubjectVerdictPattern, SubjectDriftPattern}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
 				t.Errorf("subject (-want +got):\n%s", diff)
 			}
@@ -53,6 +55,7 @@ func TestSubjectBuilders(t *testing.T) {
 // whitespace: whatever the runtime and release names, the subject has exactly six tokens and
 // still matches only its own pattern; and that names that differ give different subjects.
 func TestSubjectTokens(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		runtime, release string
 		want             string
@@ -70,6 +73,7 @@ func TestSubjectTokens(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			got := ApplySubject(tc.runtime, tc.release)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ApplySubject (-want +got):\n%s", diff)

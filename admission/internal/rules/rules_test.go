@@ -181,6 +181,7 @@ func denied(rule, field, message string) Decision {
 // someone armed with the resources finalizer, except in the approved Remove sequence, and that
 // a person editing an operator-labelled Application is warned, never denied.
 func TestApplicationRules(t *testing.T) {
+	t.Parallel()
 	finalizerDenied := denied(RuleApplicationFinalizer, "metadata.finalizers", finalizerMessage)
 	warned := Decision{Warnings: []string{managedByWarning}, WarningRules: []string{RuleApplicationManagedBy}}
 	cases := map[string]struct {
@@ -266,6 +267,7 @@ func TestApplicationRules(t *testing.T) {
 	v := newValidator()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r := tc.review
 			r.resource = applicationsGVR
 			r.name = "gpu-operator"
@@ -332,6 +334,7 @@ const (
 // with a reason of at most 1024 characters and an expiry not in the past, and that a
 // revocation is set once with a reason; and that the operator can never touch either.
 func TestRolloutApprovalRules(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		review review
 		want   Decision
@@ -447,6 +450,7 @@ func TestRolloutApprovalRules(t *testing.T) {
 	v := newValidator()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r := tc.review
 			r.resource = rolloutsGVR
 			r.name = "r-7f3a"
@@ -519,6 +523,7 @@ func deleting(rt *v1alpha1.ClusterRuntime) {
 // resolve with the bundle it names (each failure at its field path), that the operator never
 // writes the spec, and that only the operator moves its cleanup finalizer.
 func TestClusterRuntimeRules(t *testing.T) {
+	t.Parallel()
 	good := bundleConfigMap(opNS, "gpu-bundle", v1alpha1.DefaultBundleKey, testBundle)
 	elsewhere := bundleConfigMap("stacks", "gpu", "stack.yaml", testBundle)
 	broken := bundleConfigMap(opNS, "broken", v1alpha1.DefaultBundleKey, strings.Replace(testBundle, "charts/gpu-operator", "https://charts.example.com/gpu-operator", 1))
@@ -617,6 +622,7 @@ func TestClusterRuntimeRules(t *testing.T) {
 	v := newValidator(good, elsewhere, broken, forbiddenNS)
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r := tc.review
 			r.resource = v1alpha1.ClusterRuntimeResource
 			r.name = v1alpha1.RuntimeName
@@ -652,6 +658,7 @@ func planConfigMap(t *testing.T, opts ...func(*corev1.ConfigMap)) *corev1.Config
 // change, that a new plan's content must match its digest, and that only the operator deletes
 // a plan.
 func TestPlanConfigMapRules(t *testing.T) {
+	t.Parallel()
 	cm := planConfigMap(t)
 	digest := cm.Annotations[v1alpha1.AnnotationPlanDigest]
 	immutable := "cannot change: plan " + digest + " is immutable, because rollouts and Applications refer to it by digest; change the ClusterRuntime and the operator writes a new plan"
@@ -706,6 +713,7 @@ func TestPlanConfigMapRules(t *testing.T) {
 	v := newValidator()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r := tc.review
 			r.resource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 			r.namespace = opNS

@@ -9,6 +9,7 @@ import (
 )
 
 func TestString(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("QVdTOmV5SndZWGxzYjJGa0lqb2lZV0pq", 4) // base64, 128 characters
 	tests := map[string]struct {
 		known []string
@@ -30,6 +31,7 @@ func TestString(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			r := &redact.Redactor{}
 			r.Add(tc.known...)
 			if got := r.String(tc.in); got != tc.want {

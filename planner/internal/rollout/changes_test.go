@@ -11,6 +11,7 @@ import (
 )
 
 func TestStepChanges(t *testing.T) {
+	t.Parallel()
 	st := func(states ...v1alpha1.StepState) *v1alpha1.RuntimeRolloutStatus {
 		out := &v1alpha1.RuntimeRolloutStatus{}
 		for i, s := range states {
@@ -44,6 +45,7 @@ func TestStepChanges(t *testing.T) {
 // TestStepNews: every step change worth telling has its news; a step's start and success are
 // routine (logged), and only what a person may act on is an Event.
 func TestStepNews(t *testing.T) {
+	t.Parallel()
 	started, finished := metav1.NewTime(t0), metav1.NewTime(t0.Add(83*time.Second+400*time.Millisecond))
 	step := func(state v1alpha1.StepState, reason, msg string) v1alpha1.Step {
 		return v1alpha1.Step{Index: 3, Release: "gpu-operator", Action: v1alpha1.ActionUpgrade, State: state, Reason: reason, Message: msg,
@@ -101,6 +103,7 @@ func TestStepNews(t *testing.T) {
 }
 
 func TestEndEvent(t *testing.T) {
+	t.Parallel()
 	cases := map[v1alpha1.RolloutPhase]bool{ // phase: warning
 		v1alpha1.PhaseSucceeded: false, v1alpha1.PhaseSuperseded: false,
 		v1alpha1.PhaseFailed: true, v1alpha1.PhaseExpired: true, v1alpha1.PhaseRevoked: true,

@@ -9,6 +9,7 @@ import (
 )
 
 func TestExpectedPlan(t *testing.T) {
+	t.Parallel()
 	const active, failedTo, next = "sha256:active", "sha256:failed", "sha256:next"
 	started := metav1.Now()
 	h := Holding{
@@ -67,6 +68,7 @@ func TestExpectedPlan(t *testing.T) {
 }
 
 func TestHoldsDrift(t *testing.T) {
+	t.Parallel()
 	r := &v1alpha1.RuntimeRollout{Status: v1alpha1.RuntimeRolloutStatus{Steps: []v1alpha1.Step{
 		{Index: 1, Release: "a", State: v1alpha1.StepInProgress, Reason: v1alpha1.ReasonSpecDrifted},
 		{Index: 2, Release: "b", State: v1alpha1.StepPending},

@@ -15,6 +15,7 @@ import (
 // what the stack holds is folded from the active plan and such rollouts, never assumed to be
 // the active plan.
 func TestHeld(t *testing.T) {
+	t.Parallel()
 	a := mkPlan(t, comp{name: "a"}, comp{name: "b"}, comp{name: "c"})
 	b := mkPlan(t, comp{name: "a", ver: 1}, comp{name: "b", ver: 1}, comp{name: "d"})
 	active := []string{"a", "b", "c"}
@@ -104,6 +105,7 @@ func TestHeld(t *testing.T) {
 // rollout moved and the new plan gives back its active version gets a step, one it left unsure
 // gets one even when unchanged, and one only the failed plan installed is removed.
 func TestStepsFromWhatIsHeld(t *testing.T) {
+	t.Parallel()
 	a := mkPlan(t, comp{name: "a"}, comp{name: "b"}, comp{name: "c"})
 	b := mkPlan(t, comp{name: "a", ver: 1}, comp{name: "b", ver: 1}, comp{name: "c"}, comp{name: "d"})
 	c := mkPlan(t, comp{name: "a"}, comp{name: "b", ver: 1}, comp{name: "c", ver: 2})

@@ -59,6 +59,7 @@ func without(rs []v1alpha1.RuntimeRollout, drop []*v1alpha1.RuntimeRollout) []v1
 }
 
 func TestPrunable(t *testing.T) {
+	t.Parallel()
 	ok, failed, inflight := v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed, v1alpha1.PhaseProgressing
 	tests := map[string]struct {
 		rollouts []v1alpha1.RuntimeRollout
@@ -128,6 +129,7 @@ func TestPrunable(t *testing.T) {
 }
 
 func TestPlansInUse(t *testing.T) {
+	t.Parallel()
 	rs := history(past{to: "p1", phase: v1alpha1.PhaseSucceeded}, past{from: "p1", to: "p2", phase: v1alpha1.PhaseSucceeded}, past{from: "p2", to: "p3", phase: v1alpha1.PhaseSucceeded})
 	keep := map[string]bool{"desired": true}
 	PlansInUse(keep, rs, []*v1alpha1.RuntimeRollout{&rs[0]})

@@ -39,6 +39,7 @@ func names(rs []*v1alpha1.RuntimeRollout) []string {
 }
 
 func TestWantsFinalizer(t *testing.T) {
+	t.Parallel()
 	for policy, want := range map[v1alpha1.DeletionPolicy]bool{
 		v1alpha1.DeletionPolicyDelete: true, v1alpha1.DeletionPolicyRetain: false, "": false,
 	} {
@@ -50,6 +51,7 @@ func TestWantsFinalizer(t *testing.T) {
 }
 
 func TestSortByCreation(t *testing.T) {
+	t.Parallel()
 	at := func(name string, sec int) v1alpha1.RuntimeRollout {
 		return v1alpha1.RuntimeRollout{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(sec) * time.Second))}}
 	}
@@ -65,6 +67,7 @@ func TestSortByCreation(t *testing.T) {
 }
 
 func TestInFlight(t *testing.T) {
+	t.Parallel()
 	other := ro("r-other", "", "sha256:x", v1alpha1.PhaseProgressing)
 	other.Spec.RuntimeUID = "uid-0"
 	tests := map[string]struct {
@@ -115,6 +118,7 @@ func TestInFlight(t *testing.T) {
 // recreated the succeeded rollout under the same name and waited forever for verdicts that
 // readiness had already published (found by the chaos test).
 func TestAdopt(t *testing.T) {
+	t.Parallel()
 	second := metav1.NewTime(time.Date(2026, 11, 30, 7, 17, 30, 0, time.UTC))
 	later := metav1.NewTime(second.Add(time.Second))
 	fin := func(name, from, to string, phase v1alpha1.RolloutPhase, at metav1.Time) v1alpha1.RuntimeRollout {
@@ -184,6 +188,7 @@ func TestAdopt(t *testing.T) {
 }
 
 func TestPositionAfter(t *testing.T) {
+	t.Parallel()
 	at := Position{Plan: "sha256:a"}
 	for phase, want := range map[v1alpha1.RolloutPhase]Position{
 		v1alpha1.PhaseSucceeded:  {Plan: "sha256:b", EnginePolicy: v1alpha1.EnginePolicyArgoCDV2},
@@ -200,6 +205,7 @@ func TestPositionAfter(t *testing.T) {
 }
 
 func TestChooseTarget(t *testing.T) {
+	t.Parallel()
 	v2 := v1alpha1.EnginePolicyArgoCDV2
 	started := withStep(ro("r-1", "", "sha256:a", v1alpha1.PhaseProgressing), v1alpha1.StepInProgress)
 	pending := withStep(ro("r-1", "", "sha256:a", v1alpha1.PhasePending), v1alpha1.StepPending)
@@ -266,6 +272,7 @@ func TestChooseTarget(t *testing.T) {
 }
 
 func TestReplace(t *testing.T) {
+	t.Parallel()
 	toB := Target{Move: true, To: "sha256:b", Reason: v1alpha1.RolloutReasonPlanChanged}
 	removal := Target{Move: true, To: "", Reason: v1alpha1.RolloutReasonRuntimeDeleted}
 	startedToB := withStep(ro("r-b", "sha256:a", "sha256:b", v1alpha1.PhaseProgressing), v1alpha1.StepInProgress)
@@ -304,6 +311,7 @@ func TestReplace(t *testing.T) {
 }
 
 func TestReuseExisting(t *testing.T) {
+	t.Parallel()
 	mk := func(uid string, phase v1alpha1.RolloutPhase) *v1alpha1.RuntimeRollout {
 		r := ro("r-b-a", "sha256:a", "sha256:b", phase)
 		r.Spec.RuntimeUID = uid
@@ -334,6 +342,7 @@ func TestReuseExisting(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(1500 * time.Millisecond)
 	tests := map[string]struct {
 		deadline *metav1.Duration
@@ -363,6 +372,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestKeepsStalledAndRemoved(t *testing.T) {
+	t.Parallel()
 	failed := ro("r-b-a", "sha256:a", "sha256:b", v1alpha1.PhaseFailed)
 	policy := failed
 	policy.Spec.Reason = v1alpha1.RolloutReasonEnginePolicyChanged
@@ -400,6 +410,7 @@ func TestKeepsStalledAndRemoved(t *testing.T) {
 }
 
 func TestEnvFor(t *testing.T) {
+	t.Parallel()
 	expires := t0.Add(time.Hour)
 	tests := map[string]struct {
 		spec   v1alpha1.ClusterRuntimeSpec
@@ -450,6 +461,7 @@ func TestEnvFor(t *testing.T) {
 }
 
 func TestEngineSuspension(t *testing.T) {
+	t.Parallel()
 	readyReason := func(reason string, gen int64) []metav1.Condition {
 		return []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: gen}}
 	}

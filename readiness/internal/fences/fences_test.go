@@ -156,6 +156,7 @@ var (
 )
 
 func TestEvaluate(t *testing.T) {
+	t.Parallel()
 	const (
 		P = v1alpha1.FencePassed
 		O = v1alpha1.FenceOpen
@@ -494,6 +495,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			pl := planned(tc.app)
 			if tc.plan != nil {
 				tc.plan(&pl)
@@ -527,6 +529,7 @@ func TestEvaluate(t *testing.T) {
 }
 
 func TestEvaluateOrderAndObserved(t *testing.T) {
+	t.Parallel()
 	app := readyApp(gate, ourOperation(testStep))
 	v := Evaluate(app, planned(app))
 	var names []string
@@ -544,6 +547,7 @@ func TestEvaluateOrderAndObserved(t *testing.T) {
 }
 
 func TestEvaluateMessagesFitTheRolloutStatus(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", 2000)
 	app := readyApp(condition("SyncError", long))
 	v := Evaluate(app, planned(app))
@@ -559,6 +563,7 @@ func TestEvaluateMessagesFitTheRolloutStatus(t *testing.T) {
 // The verdict on a hand edit says whether Argo CD has compared it yet: that is when the edit
 // becomes live in the cluster, which the person who made it needs to know.
 func TestEditVerdictSaysWhetherArgoCDComparedIt(t *testing.T) {
+	t.Parallel()
 	edited := func(opts ...option) Verdict {
 		app := readyApp(opts...)
 		pl := planned(app)

@@ -3,6 +3,7 @@ package v1alpha1
 import "testing"
 
 func TestConfigMapBundleSourceLocation(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		src           ConfigMapBundleSource
 		wantNamespace string
@@ -23,6 +24,7 @@ func TestConfigMapBundleSourceLocation(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ns, key := tc.src.Location("aicr-system")
 			if ns != tc.wantNamespace || key != tc.wantKey {
 				t.Errorf("Location = %s, %s; want %s, %s", ns, key, tc.wantNamespace, tc.wantKey)
