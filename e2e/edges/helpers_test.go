@@ -244,3 +244,22 @@ func rolloutUIDs(t *testing.T, s *stack.Stack) map[types.UID]string {
 	}
 	return out
 }
+
+// unschedule deletes the release's pods with the stack's one node cordoned, until the returned
+// function or the test's end uncordons it: they cannot come back, so the release stops being
+// ready.
+func unschedule(t *testing.T, s *stack.Stack, ns, rel string) (uncordon func()) {
+	t.Helper()
+	cordon := func(on bool) {
+		patch := `{"spec":{"unschedulable":` + map[bool]string{true: "true", false: "null"}[on] + `}}`
+		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
+			t.Fatalf("cordon=%v node %s: %v", on, s.Env.NodeName, err)
+		}
+	}
+	cordon(true)
+	t.Cleanup(func() { cordon(false) })
+	if err := s.Kube.CoreV1().Pods(ns).DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + rel}); err != nil {
+		t.Fatalf("delete the pods of %s: %v", rel, err)
+	}
+	return func() { cordon(false) }
+}

@@ -81,17 +81,7 @@ func TestAHandSetDeleteRolloutMarkerIsDriftAndHidesNothing(t *testing.T) {
 
 	// Its verdicts still flow: the release's pods gone and unschedulable, the runtime turns
 	// NotReady naming it.
-	cordon := func(on bool) {
-		patch := `{"spec":{"unschedulable":` + map[bool]string{true: "true", false: "null"}[on] + `}}`
-		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
-			t.Fatalf("cordon=%v node %s: %v", on, s.Env.NodeName, err)
-		}
-	}
-	cordon(true)
-	t.Cleanup(func() { cordon(false) })
-	if err := s.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + rel}); err != nil {
-		t.Fatalf("delete the pods of %s: %v", rel, err)
-	}
+	uncordon := unschedule(t, s, ns, rel)
 	got, err := s.WaitCondition(ctx, promptTimeout, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotReady)
 	if err != nil {
 		t.Fatalf("%v (a hand-set %s must not silence the release's verdicts)", err, v1alpha1.AnnotationDeleteRollout)
@@ -102,7 +92,7 @@ func TestAHandSetDeleteRolloutMarkerIsDriftAndHidesNothing(t *testing.T) {
 	if during := stacktest.Application(t, s, rel); during.Annotations[v1alpha1.AnnotationDeleteRollout] != marker {
 		t.Fatalf("the marker went while the finalizer was on: %v", during.Annotations)
 	}
-	cordon(false)
+	uncordon()
 
 	// The finalizer removed by hand: the marker is drift, and the repair takes it away.
 	stacktest.PatchApp(t, s, rel, `{"metadata":{"finalizers":null}}`)

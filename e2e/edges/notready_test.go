@@ -3,13 +3,11 @@
 package edges
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
@@ -32,17 +30,7 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 	apps := stacktest.Record(t, s, testenv.ApplicationGVR, stack.EngineNamespace)
 	before := stacktest.Application(t, s, rel)
 
-	cordon := func(on bool) {
-		patch := `{"spec":{"unschedulable":` + map[bool]string{true: "true", false: "null"}[on] + `}}`
-		if _, err := s.Kube.CoreV1().Nodes().Patch(context.Background(), s.Env.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
-			t.Fatalf("cordon=%v node %s: %v", on, s.Env.NodeName, err)
-		}
-	}
-	cordon(true)
-	t.Cleanup(func() { cordon(false) })
-	if err := s.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + rel}); err != nil {
-		t.Fatalf("delete the pods of %s: %v", rel, err)
-	}
+	uncordon := unschedule(t, s, ns, rel)
 
 	got, err := s.WaitCondition(ctx, promptTimeout, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotReady)
 	if err != nil {
@@ -71,7 +59,7 @@ func TestReleaseThatStopsBeingReadyMakesTheRuntimeNotReady(t *testing.T) {
 		t.Errorf("kubectl aicr describe does not show %s with its open fence:\n%s", rel, out)
 	}
 
-	cordon(false)
+	uncordon()
 	back, err := s.WaitCondition(ctx, stepTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
 	if err != nil {
 		t.Fatal(err)
