@@ -1,4 +1,4 @@
-//go:build release
+//go:build e2e
 
 package release_test
 
@@ -126,7 +126,13 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 	if err := os.WriteFile(valuesFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rendered, err := charttest.Run(t, "", helmEnv[len(os.Environ()):], helm, "template", appName, chart, "-n", releaseNS, "-f", valuesFile)
+	// Rendered for the test's API server, as Argo CD renders it (helm's default, v1.20, is
+	// below the chart's kubeVersion).
+	server, err := kubernetes.NewForConfigOrDie(env.Config).Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := charttest.Run(t, "", helmEnv[len(os.Environ()):], helm, "template", appName, chart, "-n", releaseNS, "-f", valuesFile, "--kube-version", server.GitVersion)
 	if err != nil {
 		t.Fatalf("helm template the released chart: %v", err)
 	}
@@ -312,7 +318,8 @@ func checkChecksums(t *testing.T, dir string) map[string]string {
 	if len(sums) != len(files) {
 		t.Errorf("%s lists %d files, the release has %d besides it: %v", release.ChecksumsFile, len(sums), len(files), files)
 	}
-	for _, want := range []string{"images.txt", "release-notes.md", "krew/aicr.yaml", "aicr-operator-0.0.0-releasetest.tgz"} {
+	chart := "aicr-operator-" + strings.TrimPrefix(testVersion, "v") + ".tgz" // helm drops the v of a SemVer
+	for _, want := range []string{"images.txt", "release-notes.md", "krew/aicr.yaml", chart} {
 		if _, ok := sums[want]; !ok {
 			t.Errorf("the release has no %s", want)
 		}
@@ -329,8 +336,17 @@ func checkKrewManifest(t *testing.T, dir string, res release.Result, sums map[st
 		t.Fatal(err)
 	}
 	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
 		Spec struct {
-			Version   string `json:"version"`
+			Version          string `json:"version"`
+			Homepage         string `json:"homepage"`
+			ShortDescription string `json:"shortDescription"`
+			Description      string `json:"description"`
+			Caveats          string `json:"caveats"`
 			Platforms []struct {
 				Selector struct {
 					MatchLabels map[string]string `json:"matchLabels"`
@@ -343,6 +359,9 @@ func checkKrewManifest(t *testing.T, dir string, res release.Result, sums map[st
 	}
 	if err := yaml.UnmarshalStrict(data, &m); err != nil {
 		t.Fatalf("krew/aicr.yaml: %v", err)
+	}
+	if m.APIVersion != "krew.googlecontainertools.github.com/v1alpha2" || m.Kind != "Plugin" || m.Metadata.Name != "aicr" {
+		t.Errorf("krew/aicr.yaml: %s %s %q, want a krew v1alpha2 Plugin named aicr", m.APIVersion, m.Kind, m.Metadata.Name)
 	}
 	if m.Spec.Version != testVersion {
 		t.Errorf("krew/aicr.yaml: version %q, want %q", m.Spec.Version, testVersion)
