@@ -21,6 +21,7 @@ import (
 	"github.com/aicr-run/aicr-operator/shared/bus"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/bustest"
+	"github.com/aicr-run/aicr-operator/testkit/servicetest"
 )
 
 var driftSettings = appspec.Settings{EngineNamespace: "argocd", Project: "aicr", Repository: "registry.example.com/aicr"}
@@ -121,15 +122,10 @@ func (h *driftHarness) written(t *testing.T, release string) *argoapp.Applicatio
 func (h *driftHarness) change(t *testing.T, app *argoapp.Application) {
 	t.Helper()
 	h.apps.w.Modify(app.DeepCopy()) // the informer owns what it is handed
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	servicetest.Eventually(t, 5*time.Second, "the informer to hold "+app.Name+" at "+app.ResourceVersion, func() (bool, string) {
 		obj, ok, _ := h.c.drift.informer.GetStore().GetByKey(app.Namespace + "/" + app.Name)
-		if ok && obj.(*argoapp.Application).ResourceVersion == app.ResourceVersion {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("the informer never held %s at %s", app.Name, app.ResourceVersion)
+		return ok && obj.(*argoapp.Application).ResourceVersion == app.ResourceVersion, ""
+	})
 }
 
 // A drift report delivered twice, or a check of the same state run again, publishes one
@@ -185,17 +181,11 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 	h.apps.w.Delete(gone.DeepCopy())
 	// The informer's store drops the Application before its delete handler records the UID: wait
 	// for the handler, or a check in between tags the rewrite with the epoch instead.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	servicetest.Eventually(t, 5*time.Second, "the informer's delete handler", func() (bool, string) {
 		h.c.drift.mu.Lock()
-		uid := h.c.drift.gone[gone.Name].uid
-		h.c.drift.mu.Unlock()
-		if uid != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the informer's delete handler never ran")
-		}
-	}
+		defer h.c.drift.mu.Unlock()
+		return h.c.drift.gone[gone.Name].uid != "", ""
+	})
 	for range 2 {
 		if err := h.c.reconcileDrift(context.Background(), driftKey{runtime: h.rt.Name}); err != nil {
 			t.Fatal(err)
