@@ -64,6 +64,18 @@ func (h *driftHarness) setRuntime(change func(*v1alpha1.ClusterRuntime)) {
 	change(h.rt)
 }
 
+// editValues stands for a person's edit of the first release's Application: the values set to
+// values at resourceVersion 11, once the informer holds it.
+func (h *driftHarness) editValues(t *testing.T, values string) (release string, edited *argoapp.Application) {
+	t.Helper()
+	release = h.plan.Releases[0].Name
+	edited = h.written(t, release)
+	edited.ResourceVersion = "11"
+	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(values)}
+	h.change(t, edited)
+	return release, edited
+}
+
 // basis returns the basis of the i-th command published (nil when it has none).
 func (h *driftHarness) basis(t *testing.T, i int) *bus.Basis {
 	t.Helper()
@@ -134,11 +146,7 @@ func (h *driftHarness) change(t *testing.T, app *argoapp.Application) {
 func TestDriftDecidedFromStateOnceWhateverTheReports(t *testing.T) {
 	h := newDriftHarness(t)
 	ctx := context.Background()
-	release := h.plan.Releases[0].Name
-	edited := h.written(t, release)
-	edited.ResourceVersion = "11"
-	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"hand"},"replicas":2}`)}
-	h.change(t, edited)
+	release, edited := h.editValues(t, `{"image":{"tag":"hand"},"replicas":2}`)
 
 	report := reportMessage(t, bus.TypeDriftReport, &bus.DriftReport{Runtime: h.rt.Name, Release: release, Kinds: []string{bus.DriftValues}, ResourceVersion: "11"})
 	for range 2 { // the same report delivered twice: each queues a check of the release
@@ -205,11 +213,7 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
 	h := newDriftHarness(t)
 	ctx := context.Background()
-	release := h.plan.Releases[0].Name
-	edited := h.written(t, release)
-	edited.ResourceVersion = "11"
-	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"hand"},"replicas":2}`)}
-	h.change(t, edited)
+	release, edited := h.editValues(t, `{"image":{"tag":"hand"},"replicas":2}`)
 	if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +261,7 @@ func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
 func TestARepairIsNotRepeatedWriteAfterWrite(t *testing.T) {
 	h := newDriftHarness(t)
 	ctx := context.Background()
-	release := h.plan.Releases[0].Name
-	edited := h.written(t, release)
-	edited.ResourceVersion = "11"
-	edited.Spec.Source.Helm.ValuesObject = &runtime.RawExtension{Raw: []byte(`{"image":{"tag":"v1"},"replicas":2,"added":true}`)}
-	h.change(t, edited)
+	release, edited := h.editValues(t, `{"image":{"tag":"v1"},"replicas":2,"added":true}`)
 	check := func() []string {
 		t.Helper()
 		if err := h.c.reconcileDrift(ctx, driftKey{runtime: h.rt.Name, release: release}); err != nil {
