@@ -3,10 +3,13 @@
 package compose
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +29,9 @@ import (
 const project = "aicr-compose-e2e"
 
 // A rollout on the compose stack completes through real faults, each injected once the
-// rollout has moved since the last: nats-2 disconnected from the network (the streams keep a
-// quorum of two), the planner leader's container paused (docker pause: the process freezes, its
+// rollout has moved since the last: the planner's NATS node disconnected from the network (the
+// streams keep a quorum of two; the planner moves to another node and a step is done through
+// it), the planner leader's container paused (docker pause: the process freezes, its
 // Lease runs out), an applier's container restarted. Then every component is at its bundle
 // digest, nothing is parked, no container logged a panic, and docker-compose down -v leaves
 // nothing of the project.
@@ -80,11 +84,24 @@ func TestRolloutThroughNetworkFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Fault 1, as soon as a rollout exists: nats-2 leaves the network.
+	// Fault 1, as soon as a rollout exists: the NATS node the planner is connected to leaves the
+	// network. The planner must notice (its pings go unanswered, about 3 s) and move to another
+	// node, and the rollout goes on through it.
 	done := waitSteps(ctx, t, s, 0)
-	nats2 := container(ctx, t, s, "nats-2")
-	docker(ctx, t, "network", "disconnect", s.Network(), nats2)
-	t.Logf("nats-2 disconnected at %d steps done", done)
+	ips := natsAddresses(ctx, t, s)
+	node := natsNodeOf(ctx, t, s, "planner", ips)
+	lost := container(ctx, t, s, node)
+	docker(ctx, t, "network", "disconnect", s.Network(), lost)
+	t.Logf("%s, the planner's NATS node, disconnected at %d steps done", node, done)
+	err = testenv.WaitFor(ctx, 2*time.Minute, "the planner connected to another NATS node than "+node, func(context.Context) (bool, error) {
+		if now := natsNodeOf(ctx, t, s, "planner", ips); now == node {
+			return false, fmt.Errorf("the planner's last connection is to %s", now)
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Fault 2, once a step more is done: the planner leader's container frozen, and while it is,
 	// fault 3: an applier's container restarted.
@@ -95,8 +112,8 @@ func TestRolloutThroughNetworkFaults(t *testing.T) {
 	docker(ctx, t, "restart", "--time", "10", container(ctx, t, s, "applier-1"))
 	t.Log("applier-1 restarted")
 	docker(ctx, t, "unpause", leader)
-	docker(ctx, t, "network", "connect", s.Network(), nats2)
-	t.Log("planner unpaused, nats-2 reconnected")
+	docker(ctx, t, "network", "connect", s.Network(), lost)
+	t.Logf("planner unpaused, %s reconnected", node)
 
 	rt, err := s.WaitCondition(ctx, 15*time.Minute, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut)
 	if err != nil {
@@ -127,6 +144,59 @@ func waitSteps(ctx context.Context, t *testing.T, s *composestack.Stack, n int32
 	}
 	return got
 }
+
+// natsNodeOf is the NATS node (nats-1, nats-2, nats-3) service's container last connected to,
+// from the url of its last "nats connected" or "nats reconnected" log line (JSON, or zerolog's
+// console format with its colours). A client reconnects to the URLs the cluster advertises too,
+// which name a node by its address on the network: ips maps those to the node (natsAddresses).
+func natsNodeOf(ctx context.Context, t *testing.T, s *composestack.Stack, service string, ips map[string]string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "docker", "logs", container(ctx, t, s, service)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker logs %s: %v", service, err)
+	}
+	node := ""
+	for line := range strings.Lines(ansi.ReplaceAllString(string(out), "")) {
+		if !strings.Contains(line, "nats connected") && !strings.Contains(line, "nats reconnected") {
+			continue
+		}
+		m := logURL.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		u, err := url.Parse(m[1])
+		if err != nil {
+			t.Fatalf("%s logged a NATS url %q: %v", service, m[1], err)
+		}
+		node = cmp.Or(ips[u.Hostname()], u.Hostname())
+	}
+	if !strings.HasPrefix(node, "nats-") {
+		t.Fatalf("%s logged no connection to a NATS node (last %q; the nodes' addresses %v)", service, node, ips)
+	}
+	return node
+}
+
+// natsAddresses maps each NATS node's address on the stack's network to its service name.
+func natsAddresses(ctx context.Context, t *testing.T, s *composestack.Stack) map[string]string {
+	t.Helper()
+	ips := map[string]string{}
+	for _, node := range []string{"nats-1", "nats-2", "nats-3"} {
+		out, err := exec.CommandContext(ctx, "docker", "inspect", "--format",
+			"{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", container(ctx, t, s, node)).Output()
+		if err != nil {
+			t.Fatalf("docker inspect %s: %v", node, err)
+		}
+		for _, ip := range strings.Fields(string(out)) {
+			ips[ip] = node
+		}
+	}
+	return ips
+}
+
+var (
+	ansi   = regexp.MustCompile("\x1b\\[[0-9;]*m")
+	logURL = regexp.MustCompile(`(?:\burl=|"url":")([a-z]+://[^\s"]+)`)
+)
 
 // plannerLeader is the container of the planner holding the planner's Lease (its identity is
 // the container's host name).
