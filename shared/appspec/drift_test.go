@@ -98,6 +98,17 @@ func TestDetectDrift(t *testing.T) {
 				Managers: []string{"kubectl-patch"},
 			},
 		},
+		"a values key added by hand is Values drift naming no manager: no field the operator applied was taken": {
+			// Managers name takeovers of applied fields; the added key was nobody's before.
+			change: []option{func(a *argoapp.Application) {
+				a.Spec.Source.Helm.ValuesObject.Raw = []byte(`{"message":"v1","note":"by hand","replicas":2}`)
+				a.ManagedFields = []metav1.ManagedFieldsEntry{
+					{Manager: v1alpha1.FieldManager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:source":{"f:helm":{"f:valuesObject":{"f:message":{},"f:replicas":{}}}}}}`)}},
+					{Manager: "kubectl-patch", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:source":{"f:helm":{"f:valuesObject":{"f:note":{}}}}}}`)}},
+				}
+			}},
+			want: Drift{Kinds: []string{DriftValues}, Fields: []string{".spec.source.helm.valuesObject.note"}},
+		},
 		"edits set back by hand to the written values are no drift, though kubectl-patch still owns the fields": {
 			// 10's patches undone by the same manager: the spec is as written, the ownership is not.
 			change: []option{recorded(t, "", "10-managedFields-after-patches.json")},
