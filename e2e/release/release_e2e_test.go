@@ -347,7 +347,7 @@ func checkKrewManifest(t *testing.T, dir string, res release.Result, sums map[st
 			ShortDescription string `json:"shortDescription"`
 			Description      string `json:"description"`
 			Caveats          string `json:"caveats"`
-			Platforms []struct {
+			Platforms        []struct {
 				Selector struct {
 					MatchLabels map[string]string `json:"matchLabels"`
 				} `json:"selector"`
