@@ -48,6 +48,13 @@ type appDrift struct {
 	// step that wrote it tells a step's write that landed from one on its way.
 	mu   sync.Mutex
 	gone map[string]goneApp
+	// seen is what the add and update handlers last saw of each Application. The informer's
+	// store drops a deleted Application before its delete handler runs: a check in between
+	// finds no Application and gone not yet (or still of an earlier deletion), and takes the
+	// deleted one's UID and step from here, so the rewrite is tagged as it is after the handler,
+	// not with the epoch or the earlier deletion's UID (a tag already used: its command would be
+	// dropped as a duplicate).
+	seen map[string]goneApp
 	// epoch tags a rewrite of an Application deleted before this process saw it.
 	epoch string
 }
@@ -60,7 +67,21 @@ func newAppDrift(lw cache.ListerWatcher, now time.Time) *appDrift {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[driftKey](),
 			workqueue.TypedRateLimitingQueueConfig[driftKey]{Name: "drift"}),
 		gone:  map[string]goneApp{},
+		seen:  map[string]goneApp{},
 		epoch: strconv.FormatInt(now.Unix(), 36),
+	}
+}
+
+func goneAppOf(app *argoapp.Application) goneApp {
+	return goneApp{uid: string(app.UID), step: app.Annotations[v1alpha1.AnnotationStep], stepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID]}
+}
+
+// see records what the informer's handlers last saw of an Application (seen).
+func (d *appDrift) see(obj any) {
+	if app, ok := obj.(*argoapp.Application); ok {
+		d.mu.Lock()
+		d.seen[app.Name] = goneAppOf(app)
+		d.mu.Unlock()
 	}
 }
 
@@ -83,8 +104,12 @@ func trimApplication(obj any) (any, error) {
 func (c *Controller) runDrift(ctx context.Context, wg *sync.WaitGroup) error {
 	d := c.drift
 	if _, err := d.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.appChanged,
+		AddFunc: func(obj any) {
+			d.see(obj)
+			c.appChanged(obj)
+		},
 		UpdateFunc: func(old, obj any) {
+			d.see(obj)
 			if meaningfulChange(old, obj) {
 				c.appChanged(obj)
 			}
@@ -95,7 +120,7 @@ func (c *Controller) runDrift(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 			if app, ok := obj.(*argoapp.Application); ok {
 				d.mu.Lock()
-				d.gone[app.Name] = goneApp{uid: string(app.UID), step: app.Annotations[v1alpha1.AnnotationStep], stepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID]}
+				d.gone[app.Name] = goneAppOf(app)
 				d.mu.Unlock()
 			}
 			c.appChanged(obj)
@@ -299,6 +324,11 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 	live := rollout.Live{Exists: exists && app != nil}
 	c.drift.mu.Lock()
 	gone := c.drift.gone[name]
+	if last, ok := c.drift.seen[name]; ok && !(exists && app != nil) {
+		// The last incarnation the handlers saw: the same as gone once the delete handler has
+		// run, and the one just deleted (not an earlier one gone still holds) before it has.
+		gone = last
+	}
 	c.drift.mu.Unlock()
 	if !live.Exists {
 		live.GoneStep, live.GoneStepRolloutUID = gone.step, gone.stepRolloutUID

@@ -208,6 +208,25 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 	}
 }
 
+// A check that runs after the informer's store dropped a deleted Application but before its
+// delete handler ran (the store is written first) tags the rewrite with the deleted one's UID
+// too, from what the handlers last saw of it: the same command as after the handler, not a
+// second one tagged with the process's start.
+func TestADeletionCheckedBeforeItsHandlerIsTaggedWithItsUID(t *testing.T) {
+	h := newDriftHarness(t)
+	gone := h.written(t, h.plan.Releases[1].Name)
+	if err := h.c.drift.informer.GetStore().Delete(gone.DeepCopy()); err != nil { // no handler runs
+		t.Fatal(err)
+	}
+	if err := h.c.reconcileDrift(context.Background(), driftKey{runtime: h.rt.Name}); err != nil {
+		t.Fatal(err)
+	}
+	got := h.pub.IDs()
+	if len(got) != 1 || !strings.HasSuffix(got[0], "/gone-"+string(gone.UID)+"/"+gone.Name) {
+		t.Fatalf("published %v, want one rewrite of %s tagged with its UID", got, gone.Name)
+	}
+}
+
 // FieldOwnershipOverridden is recorded when the applier reports the repair written, never
 // when it refuses it.
 func TestFieldOwnershipOverriddenAfterTheWriteOnly(t *testing.T) {
