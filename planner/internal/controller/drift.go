@@ -27,7 +27,7 @@ import (
 // it (an Application event the planner missed, readiness's report) was lost.
 const DefaultDriftResync = 30 * time.Second
 
-// goneApp is what the drift loop remembers of a deleted Application.
+// goneApp is what the drift loop remembers of an Application, for when it is deleted.
 type goneApp struct{ uid, step, stepRolloutUID string }
 
 // driftKey is one drift check: a release of a runtime, or (release empty) every release.
@@ -43,17 +43,14 @@ type driftKey struct{ runtime, release string }
 type appDrift struct {
 	informer cache.SharedIndexInformer
 	queue    workqueue.TypedRateLimitingInterface[driftKey]
-	// gone remembers each Application the informer saw deleted, by name: a rewrite of a
-	// deleted Application is tagged with its UID, so the next deletion is news again, and the
-	// step that wrote it tells a step's write that landed from one on its way.
+	// seen is what the informer's handlers (add, update, delete) last saw of each Application,
+	// by name. Once it is deleted, a rewrite is tagged with its UID, so the next deletion is news
+	// again, and the step that wrote it tells a step's write that landed from one on its way.
+	// It is recorded before deletion, not by the delete handler: the informer's store drops a
+	// deleted Application before that handler runs, and a check in between must tag the rewrite
+	// as a check after it does (not with the epoch, nor with an earlier deletion's UID, a tag
+	// already used, so its command would be dropped as a duplicate).
 	mu   sync.Mutex
-	gone map[string]goneApp
-	// seen is what the add and update handlers last saw of each Application. The informer's
-	// store drops a deleted Application before its delete handler runs: a check in between
-	// finds no Application and gone not yet (or still of an earlier deletion), and takes the
-	// deleted one's UID and step from here, so the rewrite is tagged as it is after the handler,
-	// not with the epoch or the earlier deletion's UID (a tag already used: its command would be
-	// dropped as a duplicate).
 	seen map[string]goneApp
 	// epoch tags a rewrite of an Application deleted before this process saw it.
 	epoch string
@@ -66,21 +63,17 @@ func newAppDrift(lw cache.ListerWatcher, now time.Time) *appDrift {
 		informer: inf,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[driftKey](),
 			workqueue.TypedRateLimitingQueueConfig[driftKey]{Name: "drift"}),
-		gone:  map[string]goneApp{},
 		seen:  map[string]goneApp{},
 		epoch: strconv.FormatInt(now.Unix(), 36),
 	}
 }
 
-func goneAppOf(app *argoapp.Application) goneApp {
-	return goneApp{uid: string(app.UID), step: app.Annotations[v1alpha1.AnnotationStep], stepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID]}
-}
-
-// see records what the informer's handlers last saw of an Application (seen).
+// see records what the informer's handlers last saw of an Application (seen); a tombstone's
+// object is the store's last state of it.
 func (d *appDrift) see(obj any) {
 	if app, ok := obj.(*argoapp.Application); ok {
 		d.mu.Lock()
-		d.seen[app.Name] = goneAppOf(app)
+		d.seen[app.Name] = goneApp{uid: string(app.UID), step: app.Annotations[v1alpha1.AnnotationStep], stepRolloutUID: app.Annotations[v1alpha1.AnnotationStepRolloutUID]}
 		d.mu.Unlock()
 	}
 }
@@ -118,11 +111,7 @@ func (c *Controller) runDrift(ctx context.Context, wg *sync.WaitGroup) error {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			if app, ok := obj.(*argoapp.Application); ok {
-				d.mu.Lock()
-				d.gone[app.Name] = goneAppOf(app)
-				d.mu.Unlock()
-			}
+			d.see(obj)
 			c.appChanged(obj)
 		},
 	}); err != nil {
@@ -323,12 +312,7 @@ func (c *Controller) observeRelease(ctx context.Context, rt *v1alpha1.ClusterRun
 	app, _ := obj.(*argoapp.Application)
 	live := rollout.Live{Exists: exists && app != nil}
 	c.drift.mu.Lock()
-	gone := c.drift.gone[name]
-	if last, ok := c.drift.seen[name]; ok && !(exists && app != nil) {
-		// The last incarnation the handlers saw: the same as gone once the delete handler has
-		// run, and the one just deleted (not an earlier one gone still holds) before it has.
-		gone = last
-	}
+	gone := c.drift.seen[name] // read only when the Application is missing
 	c.drift.mu.Unlock()
 	if !live.Exists {
 		live.GoneStep, live.GoneStepRolloutUID = gone.step, gone.stepRolloutUID

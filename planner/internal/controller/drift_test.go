@@ -187,12 +187,9 @@ func TestADeletedApplicationIsWrittenAgain(t *testing.T) {
 	h := newDriftHarness(t)
 	gone := h.written(t, h.plan.Releases[1].Name)
 	h.apps.w.Delete(gone.DeepCopy())
-	// The informer's store drops the Application before its delete handler records the UID: wait
-	// for the handler, or a check in between tags the rewrite with the epoch instead.
-	servicetest.Eventually(t, 5*time.Second, "the informer's delete handler", func() (bool, string) {
-		h.c.drift.mu.Lock()
-		defer h.c.drift.mu.Unlock()
-		return h.c.drift.gone[gone.Name].uid != "", ""
+	servicetest.Eventually(t, 5*time.Second, "the informer's store without the Application", func() (bool, string) {
+		_, exists, err := h.c.drift.informer.GetStore().Get(gone)
+		return err == nil && !exists, ""
 	})
 	for range 2 {
 		if err := h.c.reconcileDrift(context.Background(), driftKey{runtime: h.rt.Name}); err != nil {
