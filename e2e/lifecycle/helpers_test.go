@@ -31,8 +31,6 @@ const (
 	heldTimeout = 2 * time.Minute
 	// goneTimeout bounds waiting for Argo CD to delete an Application and its resources.
 	goneTimeout = 3 * time.Minute
-	// restartTimeout bounds restarting a stopped process of the environment.
-	restartTimeout = 2 * time.Minute
 )
 
 // applied is what the tests last applied: the tests share one stack and run in order, and each

@@ -60,22 +60,7 @@ func TestUpgradeIsJudgedOnlyAtTheNewRevision(t *testing.T) {
 		t.Fatalf("gpu-operator before the upgrade: %s/%s, want Synced/Healthy", before.Status.Sync.Status, before.Status.Health.Status)
 	}
 
-	if err := s.Env.StopProcess(testenv.ProcKwok); err != nil {
-		t.Fatal(err)
-	}
-	kwokStopped := true
-	startKwok := func() {
-		if !kwokStopped {
-			return
-		}
-		kwokStopped = false
-		rctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
-		defer cancel()
-		if err := s.Env.StartProcess(rctx, testenv.ProcKwok); err != nil {
-			t.Fatalf("start kwok again: %v", err)
-		}
-	}
-	t.Cleanup(startKwok)
+	startKwok := stacktest.HoldProcess(t, s, testenv.ProcKwok)
 	releaseArgoCD := stacktest.HoldArgoCD(t, s)
 
 	ro := change(t, s, bundle, spec)

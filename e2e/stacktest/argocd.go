@@ -9,14 +9,22 @@ import (
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
 )
 
-// ArgoCDRestartTimeout bounds the start of Argo CD's application controller after HoldArgoCD.
-const ArgoCDRestartTimeout = 2 * time.Minute
+// RestartTimeout bounds the start of a process again after HoldProcess.
+const RestartTimeout = 2 * time.Minute
 
 // HoldArgoCD stops Argo CD's application controller: nothing is compared or synced until the
 // returned function starts it again (the test's cleanup does, if the test does not).
 func HoldArgoCD(t *testing.T, s *stack.Stack) (release func()) {
 	t.Helper()
-	if err := s.Env.StopProcess(testenv.ProcAppController); err != nil {
+	return HoldProcess(t, s, testenv.ProcAppController)
+}
+
+// HoldProcess stops one of the stack's processes (testenv.ProcKwok, ProcAppController, ...)
+// and returns the function that starts it again; the test's cleanup calls it too, and a second
+// call does nothing.
+func HoldProcess(t *testing.T, s *stack.Stack, proc string) (release func()) {
+	t.Helper()
+	if err := s.Env.StopProcess(proc); err != nil {
 		t.Fatal(err)
 	}
 	held := true
@@ -25,10 +33,10 @@ func HoldArgoCD(t *testing.T, s *stack.Stack) (release func()) {
 			return
 		}
 		held = false
-		ctx, cancel := context.WithTimeout(context.Background(), ArgoCDRestartTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), RestartTimeout)
 		defer cancel()
-		if err := s.Env.StartProcess(ctx, testenv.ProcAppController); err != nil {
-			t.Fatalf("start Argo CD's application controller again: %v", err)
+		if err := s.Env.StartProcess(ctx, proc); err != nil {
+			t.Fatalf("start %s again: %v", proc, err)
 		}
 	}
 	t.Cleanup(release)
