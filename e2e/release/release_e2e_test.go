@@ -128,7 +128,8 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 	}
 	// Rendered for the test's API server, as Argo CD renders it (helm's default, v1.20, is
 	// below the chart's kubeVersion).
-	server, err := kubernetes.NewForConfigOrDie(env.Config).Discovery().ServerVersion()
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	server, err := kc.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,6 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 		}
 	}
 	// What Argo CD applied names the same images.
-	kc := kubernetes.NewForConfigOrDie(env.Config)
 	deps, err := kc.AppsV1().Deployments(releaseNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
