@@ -328,6 +328,14 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	if _, err := s.WaitCondition(ctx, settleTimeout, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonRolledOut); err != nil {
 		t.Errorf("after the faults: %v", err)
 	}
+	// Every cache follows the API server again: a watch the faults expired was followed by a
+	// list of its collection and a watch from there (what client-go's reflector does at once),
+	// not by watches again from where it was, which a compaction answers 410 Expired for good.
+	// (Two minutes: a reflector waits up to a minute between lists after a run of failures:
+	// client-go's backoff, 30 s at most, with as much again of jitter.)
+	for _, v := range watchesFollow(ctx, s, 2*time.Minute) {
+		t.Error(v)
+	}
 	all := d.checkAllRollouts()
 	violations, read, err := commandsAnswered(ctx, s, all)
 	if err != nil {
@@ -634,4 +642,31 @@ func (a *approver) count() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.approved)
+}
+
+// watchesFollow waits up to within for every process to watch again, with a watch the API
+// server serves, each collection a watch of was answered 410 Expired (stack.APIProxy.Stale), and
+// returns one violation per process that does not: its cache of that collection stopped at the
+// compaction.
+func watchesFollow(ctx context.Context, s *stack.Stack, within time.Duration) []string {
+	var violations []string
+	deadline := time.Now().Add(within)
+	for {
+		violations = violations[:0]
+		for _, b := range stack.Binaries {
+			for _, i := range s.Instances(b) {
+				p, err := s.APIProxy(i)
+				if err != nil {
+					return []string{"watch audit: " + err.Error()}
+				}
+				if c := p.Stale(); len(c) > 0 {
+					violations = append(violations, fmt.Sprintf("%s has not watched %s from a current resourceVersion since a watch was answered 410 Expired (waited %s after the run settled): a cache that no longer follows the API server", i, strings.Join(c, ", "), within))
+				}
+			}
+		}
+		if len(violations) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return violations
+		}
+		pause(ctx, 500*time.Millisecond)
+	}
 }

@@ -605,12 +605,14 @@ func partitionAPI(ctx context.Context, m *monkey, f *fault) error {
 // stall counts from the injection.
 func expireWatches(ctx context.Context, m *monkey, f *fault) error {
 	var proxies []*stack.APIProxy
+	var instances []string
 	for _, b := range stack.Binaries {
 		ps, err := m.apiProxies(b)
 		if err != nil {
 			return err
 		}
 		proxies = append(proxies, ps...)
+		instances = append(instances, m.s.Instances(b)...)
 	}
 	window := m.between(500*time.Millisecond, 2*time.Second)
 	f.target = "every process"
@@ -624,18 +626,21 @@ func expireWatches(ctx context.Context, m *monkey, f *fault) error {
 		compacted, _ = strconv.ParseUint(list.GetResourceVersion(), 10, 64)
 	}
 	f.injected = time.Now()
-	ended, before := 0, 0
-	for _, p := range proxies {
-		before += p.Expired()
+	ended, before := 0, make([]int, len(proxies))
+	for i, p := range proxies {
+		before[i] = p.Expired()
 		ended += p.ExpireWatches(window, compacted)
 	}
 	pause(ctx, window)
-	expired := 0
-	for _, p := range proxies {
-		expired += p.Expired()
+	expired, by := 0, []string{}
+	for i, p := range proxies {
+		if n := p.Expired() - before[i]; n > 0 {
+			expired += n
+			by = append(by, fmt.Sprintf("%s %d", instances[i], n))
+		}
 	}
 	f.restored = time.Now()
-	f.note = fmt.Sprintf("%d watches ended, %d answered 410 Expired, compacted at %d", ended, expired-before, compacted)
+	f.note = fmt.Sprintf("%d watches ended, %d answered 410 Expired (%s), compacted at %d", ended, expired, strings.Join(by, ", "), compacted)
 	return nil
 }
 

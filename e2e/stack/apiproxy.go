@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,11 +46,14 @@ type APIProxy struct {
 	delayed     int // requests delayed
 	expireUntil time.Time
 	// compacted is the revision before which a watch is answered 410 Expired, as after an etcd
-	// compaction at it (0: none), unless its collection was listed since (listed).
+	// compaction at it (0: none).
 	compacted uint64
-	listed    map[string]bool
-	expired   int                                  // watches answered 410 Expired
-	watches   map[*http.Request]context.CancelFunc // the watches in flight, to end them
+	// stale are the collections a watch of was answered 410 Expired and that the process has
+	// not watched since with a watch the proxy served: its cache of them follows the API server
+	// no more.
+	stale   map[string]bool
+	expired int                                  // watches answered 410 Expired
+	watches map[*http.Request]context.CancelFunc // the watches in flight, to end them
 }
 
 // Throttle is what an APIProxy does to each request while set: a share answered 429 Too Many
@@ -144,17 +148,14 @@ func (p *APIProxy) Heal() { p.front.Heal() }
 // away: an ERROR event of a 410 Expired Status. From then on, as a compaction at revision
 // compacted (the current one; 0 for none) does, it also answers so every watch from an older
 // resourceVersion (one that streams the changes after it; not a watch of sendInitialEvents,
-// nor one from "" or "0"), however late it comes, until the process lists that collection
-// (the same path and selectors) again: a client must list again (a forced relist) and watch
-// from the list's resourceVersion, which the API server serves whatever its age; one that
-// watches again from where it was without listing never gets another event. It returns how
-// many watches it ended.
+// nor one from "" or "0"), however late it comes: a client must list again (a forced relist;
+// a list answers the current resourceVersion, at or after the compaction) and watch from the
+// list's resourceVersion; one that watches again from where it was without listing never gets
+// another event, and its collection stays Stale. It returns how many watches it ended.
 func (p *APIProxy) ExpireWatches(window time.Duration, compacted uint64) int {
 	p.mu.Lock()
 	p.expireUntil = time.Now().Add(window)
-	if compacted > 0 {
-		p.compacted, p.listed = max(p.compacted, compacted), map[string]bool{}
-	}
+	p.compacted = max(p.compacted, compacted)
 	watches := p.watches
 	p.watches = nil
 	p.mu.Unlock()
@@ -169,6 +170,22 @@ func (p *APIProxy) Expired() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.expired
+}
+
+// Stale returns the collections (path?labelSelector&fieldSelector) a watch of was answered 410
+// Expired and that the process has not watched since with a watch the proxy served: a client
+// that follows the API server lists again and watches from the list soon after (client-go's
+// reflector does at once), so one that stays here is a cache that no longer sees changes.
+// Sorted.
+func (p *APIProxy) Stale() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.stale))
+	for c := range p.stale {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Counts returns how many requests were answered 429 and how many were delayed so far.
@@ -216,25 +233,23 @@ func (p *APIProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isWatch(r) {
-		if r.Method == http.MethodGet {
-			p.mu.Lock()
-			if p.listed != nil {
-				p.listed[collection(r)] = true
-			}
-			p.mu.Unlock()
-		}
 		p.backend.ServeHTTP(w, r)
 		return
 	}
 	p.mu.Lock()
-	if (time.Now().Before(p.expireUntil) || (!p.listed[collection(r)] && compactedAway(r, p.compacted))) && acceptsJSON(r) {
+	if (time.Now().Before(p.expireUntil) || compactedAway(r, p.compacted)) && acceptsJSON(r) {
 		p.expired++
+		if p.stale == nil {
+			p.stale = map[string]bool{}
+		}
+		p.stale[collection(r)] = true
 		p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = fmt.Fprintln(w, `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version (chaos: api proxy, as after an etcd compaction)","reason":"Expired","code":410}}`)
 		return
 	}
+	delete(p.stale, collection(r)) // served: from a list's resourceVersion, or the current state
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	r = r.WithContext(ctx)
@@ -304,8 +319,9 @@ func (s *Stack) apiProxyCA() (*tlstest.CA, []byte, error) {
 	return ca, pemBytes, nil
 }
 
-// apiProxyFor returns the API proxy of instance, starting it the first time: the instance keeps
-// its proxy across restarts.
+// apiProxyFor returns the API proxy of instance for a process of it about to start, starting
+// the proxy the first time: the instance keeps its proxy across restarts, and a new process
+// starts with no cache, so none of its collections is stale.
 func (s *Stack) apiProxyFor(instance string) (*APIProxy, []byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -315,6 +331,9 @@ func (s *Stack) apiProxyFor(instance string) (*APIProxy, []byte, error) {
 		return nil, nil, err
 	}
 	if p := c.apiProxies[instance]; p != nil {
+		p.mu.Lock()
+		p.stale = nil
+		p.mu.Unlock()
 		return p, caPEM, nil
 	}
 	pair, err := ca.Server("api-proxy-" + instance)

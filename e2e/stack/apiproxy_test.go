@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,8 @@ func TestAPIProxyForwardsThrottlesAndPartitions(t *testing.T) {
 }
 
 // testAPIProxy starts an API proxy in front of a backend that answers a watch with one ADDED
-// event (then holds the stream open) and any other request with its path and impersonated user,
+// event (then holds the stream open), a request with a fail parameter 500, and any other with its
+// path and impersonated user,
 // and returns it with a client that trusts it.
 func testAPIProxy(t *testing.T) (*APIProxy, *http.Client) {
 	t.Helper()
@@ -117,6 +119,10 @@ func testAPIProxy(t *testing.T) (*APIProxy, *http.Client) {
 			_, _ = io.WriteString(w, `{"type":"ADDED"}`+"\n")
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
+			return
+		}
+		if r.URL.Query().Get("fail") != "" { // an API server that cannot answer
+			http.Error(w, "etcdserver: request timed out", http.StatusInternalServerError)
 			return
 		}
 		_, _ = io.WriteString(w, r.URL.Path+" as "+r.Header.Get("Impersonate-User"))
@@ -142,9 +148,9 @@ func testAPIProxy(t *testing.T) (*APIProxy, *http.Client) {
 }
 
 // After ExpireWatches with a compaction revision, a watch from an older resourceVersion is
-// answered 410 Expired whenever it comes, as a compaction answers it, until the collection is
-// listed again; a watch from the revision on, from "" or "0", or one that sends the initial
-// state first, is served. A later, lower revision does not undo it.
+// answered 410 Expired whenever it comes, lists or not, as a compaction answers it; a watch from
+// the revision on, from "" or "0", or one that sends the initial state first, is served, and
+// only such a watch takes the collection off Stale. A later, lower revision does not undo it.
 func TestAPIProxyExpiresWatchesFromBeforeTheCompactionForGood(t *testing.T) {
 	p, client := testAPIProxy(t)
 	watchFrom := func(query string) string {
@@ -189,24 +195,32 @@ func TestAPIProxyExpiresWatchesFromBeforeTheCompactionForGood(t *testing.T) {
 		t.Errorf("Expired() = %d, want 2", got)
 	}
 
-	// A list of another collection does not count; a list of the pods does.
-	list := func(query string) {
-		t.Helper()
+	// Lists change nothing: a watch from before the compaction is answered 410 Expired for good,
+	// and the collection stays stale until a watch of it is served (from the revision on).
+	const pods = "/api/v1/pods?&"
+	if got := p.Stale(); !slices.Equal(got, []string{pods}) {
+		t.Errorf("Stale() after watches from before the compaction = %q, want [%s]", got, pods)
+	}
+	for _, query := range []string{"?limit=500", "?limit=500&resourceVersion=5", "?limit=500&fail=1"} {
 		resp, err := client.Get(p.URL() + "/api/v1/pods" + query)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
 	}
-	list("?labelSelector=app%3Dother")
 	if got := watchFrom("&resourceVersion=5"); !strings.Contains(got, `"code":410`) {
-		t.Errorf("a watch from before the compaction after a list of another collection: %s; want 410 Expired", got)
+		t.Errorf("a watch from before the compaction after lists: %s; want 410 Expired", got)
 	}
-	list("?limit=500&resourceVersion=5")
-	if got := watchFrom("&resourceVersion=5"); got != `{"type":"ADDED"}` {
-		t.Errorf("a watch from the list's resourceVersion: %s; want it served", got)
+	if got := p.Stale(); !slices.Equal(got, []string{pods}) {
+		t.Errorf("Stale() after lists = %q, want [%s]", got, pods)
 	}
-	p.ExpireWatches(0, 200) // a later compaction: list again
+	if got := watchFrom("&resourceVersion=100"); got != `{"type":"ADDED"}` {
+		t.Errorf("a watch from the compaction's revision: %s; want it served", got)
+	}
+	if got := p.Stale(); len(got) != 0 {
+		t.Errorf("Stale() after a served watch = %q, want none", got)
+	}
+	p.ExpireWatches(0, 200) // a later compaction
 	if got := watchFrom("&resourceVersion=150"); !strings.Contains(got, `"code":410`) {
 		t.Errorf("a watch from before the second compaction: %s; want 410 Expired", got)
 	}
