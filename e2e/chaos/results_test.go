@@ -39,21 +39,31 @@ func commandsAnswered(ctx context.Context, s *stack.Stack, rollouts []v1alpha1.R
 	if err != nil {
 		return nil, 0, err
 	}
-	var pending uint64
+	var (
+		pending uint64
+		infoErr error // JetStream may still elect a stream leader after the faults
+		infos   int
+	)
 	err = testenv.WaitFor(ctx, drainTimeout, "the commands queue empty", func(ctx context.Context) (bool, error) {
 		s, err := js.Stream(ctx, bus.StreamCommands)
 		if err != nil {
+			infoErr = fmt.Errorf("open the commands stream: %w", err)
 			return false, nil
 		}
 		info, err := s.Info(ctx)
 		if err != nil {
+			infoErr = fmt.Errorf("the commands stream's state: %w", err)
 			return false, nil
 		}
-		pending = info.State.Msgs
+		infoErr, pending = nil, info.State.Msgs
+		infos++
 		return pending == 0, nil
 	})
 	if err != nil {
-		return []string{fmt.Sprintf("%d commands were still queued %s after the run: %v", pending, drainTimeout, err)}, 0, nil
+		if infos == 0 {
+			return nil, 0, fmt.Errorf("the commands stream never answered within %s: %w", drainTimeout, infoErr)
+		}
+		return []string{fmt.Sprintf("%d commands were still queued %s after the run (last error %v): %v", pending, drainTimeout, infoErr, err)}, 0, nil
 	}
 	var answered map[string]bool
 	read := 0
