@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs every Fuzz target of the workspace, one target at a time (go test -fuzz takes one
+# Runs every Fuzz target of the workspace, FUZZ_JOBS targets at a time (go test -fuzz takes one
 # package and one target per run), for FUZZTIME each.
 #
 #   hack/fuzz.sh [FUZZTIME] [PACKAGE...]
 #
 #   FUZZTIME       per target, as go test -fuzztime takes it: 60s (default), 5m, 10000x
 #   PACKAGE        limit the run to these package folders (./shared/plan ...); all when none
+#   FUZZ_JOBS      targets fuzzed at the same time (default 1); with FUZZ_JOBS=2 on a 2-core
+#                  machine each target still runs FUZZTIME, with one worker (FUZZ_PARALLEL=1 by
+#                  default when FUZZ_JOBS > 1), and the whole pass takes about half the time
 #   FUZZ_PARALLEL  go test -parallel: fuzzing workers (default: GOMAXPROCS)
 #   FUZZ_TIMEOUT   go test -timeout of each run, a guard against a hang (default 30m)
 #   FUZZ_MINIMIZE_TIME  go test -fuzzminimizetime (default 5s). Go's default, 60s, spends most of
@@ -29,6 +32,10 @@ shift || true
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-30m}
 FUZZ_MINIMIZE_TIME=${FUZZ_MINIMIZE_TIME:-5s}
 FUZZ_KEEP_CORPUS=${FUZZ_KEEP_CORPUS:-1}
+FUZZ_JOBS=${FUZZ_JOBS:-1}
+if ((FUZZ_JOBS > 1)); then
+  FUZZ_PARALLEL=${FUZZ_PARALLEL:-1}
+fi
 cache=$(go env GOCACHE)/fuzz
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
@@ -60,29 +67,54 @@ if [[ ${#targets[@]} -eq 0 ]]; then
   exit 0
 fi
 
-log "${#targets[@]} targets, ${FUZZTIME} each"
-failed=()
-for t in "${targets[@]}"; do
-  read -r dir name <<<"$t"
-  log "$name in $dir"
-  args=(-run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -timeout="$FUZZ_TIMEOUT" -fuzzminimizetime="$FUZZ_MINIMIZE_TIME")
+log "${#targets[@]} targets, ${FUZZTIME} each, ${FUZZ_JOBS} at a time"
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+
+# fuzz_one runs one target; its output goes to $results/<n>.log, printed whole when it ends (two
+# targets at a time would interleave), and a failure leaves $results/<n>.failed.
+fuzz_one() {
+  local n=$1 dir=$2 name=$3 out=$results/$1.log
+  local args=(-run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -timeout="$FUZZ_TIMEOUT" -fuzzminimizetime="$FUZZ_MINIMIZE_TIME")
   if [[ -n ${FUZZ_PARALLEL:-} ]]; then
     args+=(-parallel="$FUZZ_PARALLEL")
   fi
-  if ! go test "${args[@]}" "$dir"; then
-    failed+=("$name ($dir)")
-    log "FAIL $name: the failing input is in $dir/testdata/fuzz/$name/"
-  fi
-  if [[ $FUZZ_KEEP_CORPUS == 1 ]]; then
-    grown=$cache/$(go list "$dir")/$name
-    if [[ -d $grown ]]; then
-      mkdir -p "$dir/testdata/fuzz/$name"
-      before=$(find "$dir/testdata/fuzz/$name" -type f | wc -l)
-      cp -n "$grown"/* "$dir/testdata/fuzz/$name/" 2>/dev/null || true
-      after=$(find "$dir/testdata/fuzz/$name" -type f | wc -l)
-      log "$name: corpus $after entries in $dir/testdata/fuzz/$name ($((after - before)) new)"
+  {
+    log "$name in $dir"
+    if ! go test "${args[@]}" "$dir"; then
+      echo "$name ($dir)" >"$results/$n.failed"
+      log "FAIL $name: the failing input is in $dir/testdata/fuzz/$name/"
     fi
+    if [[ $FUZZ_KEEP_CORPUS == 1 ]]; then
+      grown=$cache/$(go list "$dir")/$name
+      if [[ -d $grown ]]; then
+        mkdir -p "$dir/testdata/fuzz/$name"
+        before=$(find "$dir/testdata/fuzz/$name" -type f | wc -l)
+        cp -n "$grown"/* "$dir/testdata/fuzz/$name/" 2>/dev/null || true
+        after=$(find "$dir/testdata/fuzz/$name" -type f | wc -l)
+        log "$name: corpus $after entries in $dir/testdata/fuzz/$name ($((after - before)) new)"
+      fi
+    fi
+  } >"$out" 2>&1
+  cat "$out"
+}
+
+running=0
+n=0
+for t in "${targets[@]}"; do
+  read -r dir name <<<"$t"
+  if ((running >= FUZZ_JOBS)); then
+    wait -n || true
+    running=$((running - 1))
   fi
+  n=$((n + 1))
+  fuzz_one "$n" "$dir" "$name" &
+  running=$((running + 1))
+done
+wait || true
+failed=()
+for f in "$results"/*.failed; do
+  [[ -e $f ]] && failed+=("$(cat "$f")")
 done
 
 if [[ ${#failed[@]} -gt 0 ]]; then
