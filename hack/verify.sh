@@ -139,12 +139,18 @@ echo "verify: govulncheck (the binaries' modules; database golang.org/x/vulndb@$
 # so the database is built from the golang.org/x/vulndb module (hack/tools.sh, docs/testing.md).
 # A called vulnerable function fails unless hack/vulns-accepted.txt lists it with the reason (and
 # an entry no longer found fails too): hack/vulnfindings.go.
+# govulncheck works one module at a time (it needs the module's go.mod where it runs) and mostly on
+# one core: VERIFY_JOBS modules (default 2) at a time.
 vc=$(hack/tools.sh bindir govulncheck)
-vulnjson=$(mktemp); trap 'rm -f "$vulnjson"' EXIT
-for m in planner applier readiness credrefresher admission setup cli; do
-  (cd "$m" && "$vc/govulncheck" -db "file://$vc/vulndb" -format json ./...) >>"$vulnjson" || { echo "  govulncheck failed in $m"; fail=1; }
+vulndir=$(mktemp -d); trap 'rm -rf "$vulndir"' EXIT
+vulnmods="planner applier readiness credrefresher admission setup cli"
+printf '%s\n' $vulnmods |
+  xargs -P "${VERIFY_JOBS:-2}" -I{} sh -c 'cd "{}" && "$0/govulncheck" -db "file://$0/vulndb" -format json ./... >"$1/{}.json" 2>"$1/{}.err" || touch "$1/{}.failed"' "$vc" "$vulndir" || true
+for f in "$vulndir"/*.failed; do
+  [ -e "$f" ] || continue
+  m=$(basename "$f" .failed); echo "  govulncheck failed in $m:"; sed 's/^/    /' "$vulndir/$m.err"; fail=1
 done
-if ! out=$(GOWORK=off go run hack/vulnfindings.go hack/vulns-accepted.txt <"$vulnjson"); then
+if ! out=$(for m in $vulnmods; do cat "$vulndir/$m.json" 2>/dev/null; done | GOWORK=off go run hack/vulnfindings.go hack/vulns-accepted.txt); then
   echo "$out" | sed 's/^/  /'; fail=1
 else
   [ -z "$out" ] || echo "$out" | sed 's/^/  /'
