@@ -28,6 +28,10 @@ CHAOS_SEED ?= 0
 CHAOS_DURATION ?= 0
 # and more rollouts while a fault kind has fewer stall measurements than CHAOS_MIN_STALLS.
 CHAOS_MIN_STALLS ?= 3
+# make chaos-argocd: the variant with real Argo CD (kwok runs the pods, charts come from the
+# registry), so the e2e stack's tools besides nats-server; rollouts after the install.
+CHAOS_ARGOCD_TOOLS := $(DEMO_TOOLS) nats-server gcc
+CHAOS_ARGOCD_ROLLOUTS ?= 6
 pkgs = $(foreach m,$(1),./$(m)/...)
 BIN_PKGS := $(foreach s,$(SERVICES) $(JOBS),./$(s)) ./cli/cmd/kubectl-aicr
 # The version and revision every binary reports (servicekit/buildinfo, stamped at link time):
@@ -253,3 +257,9 @@ chaos: ## Rollouts under the fault model of docs/testing.md, race-built binaries
 	@bin=$$($(call race_tools_bin,$(CHAOS_TOOLS),$(BIN_PKGS))); \
 	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(RACE_BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-90m} -tags chaos -v ./e2e/chaos \
 	  -chaos.rollouts=$(CHAOS_ROLLOUTS) -chaos.seed=$(CHAOS_SEED) -chaos.duration=$(CHAOS_DURATION) -chaos.min-stalls=$(CHAOS_MIN_STALLS) $(CHAOS_FLAGS)
+
+.PHONY: chaos-argocd
+chaos-argocd: ## make chaos through real Argo CD v3.4.2: slow syncs, broken charts, Argo CD killed too (-chaos.argocd; CHAOS_ARGOCD_ROLLOUTS=6 CHAOS_SEED=7 CHAOS_FLAGS=...)
+	@bin=$$($(call race_tools_bin,$(CHAOS_ARGOCD_TOOLS),$(BIN_PKGS))); \
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(RACE_BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $${CHAOS_TIMEOUT:-90m} -tags chaos -v ./e2e/chaos \
+	  -run TestRolloutsWithArgoCDUnderFaults -chaos.argocd -chaos.rollouts=$(CHAOS_ARGOCD_ROLLOUTS) -chaos.seed=$(CHAOS_SEED) -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)

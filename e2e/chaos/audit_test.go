@@ -66,6 +66,9 @@ type auditor struct {
 	deletions  int
 	violations []string
 	done       chan struct{}
+	// syncs and successes are the sync audit's (syncaudit_test.go).
+	syncs     map[string]map[string]bool
+	successes map[string]bool
 }
 
 type appHistory struct {
@@ -99,7 +102,7 @@ type leaseRecord struct {
 
 func newAuditor(admin string) *auditor {
 	return &auditor{admin: admin, apps: map[string]*appHistory{}, rollouts: map[string]*rolloutRecord{},
-		leases: map[string][]leaseRecord{}, done: make(chan struct{})}
+		leases: map[string][]leaseRecord{}, done: make(chan struct{}), syncs: map[string]map[string]bool{}, successes: map[string]bool{}}
 }
 
 // startAuditor watches etcd from its current revision until ctx ends; wait for done after.
@@ -201,6 +204,7 @@ func (a *auditor) observeApp(name string, ev *clientv3.Event, rev int64) {
 	if step == "" {
 		return
 	}
+	a.observeSync(name, step, &u, rev)
 	spec, _ := json.Marshal(u.Object["spec"]) // maps marshal with sorted keys
 	if prev, ok := h.specs[step]; ok && prev != string(spec) {
 		a.violations = append(a.violations, fmt.Sprintf("Application %s written twice under step %s with different specs (etcd revision %d):\n  first: %s\n  then:  %s", name, step, rev, prev, spec))
@@ -249,6 +253,7 @@ func (a *auditor) observeRollout(name string, raw []byte, rev int64, at time.Tim
 	ap := ro.Spec.Approval
 	r.approved = ap != nil && ap.ApprovedBy == a.admin && ap.Revoked == nil
 	sig := []string{string(ro.Status.Phase)}
+	a.checkSucceeded(name, &ro, rev)
 	for _, st := range ro.Status.Steps {
 		sig = append(sig, string(st.State))
 		if st.Action == v1alpha1.ActionRemove && st.State != v1alpha1.StepPending && st.State != v1alpha1.StepAwaitingApproval && r.removeStarted[st.Release] == 0 {

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/aicr-run/aicr-operator/e2e/stack"
 	"github.com/aicr-run/aicr-operator/e2e/stacktest"
-	"github.com/aicr-run/aicr-operator/servicekit/dispatch"
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/plan"
 	"github.com/aicr-run/aicr-operator/testkit/testenv"
@@ -337,59 +337,15 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 		t.Error(v)
 	}
 	all := d.checkAllRollouts()
-	violations, read, err := commandsAnswered(ctx, s, all)
-	if err != nil {
-		t.Errorf("command audit: %v", err)
-	} else {
-		t.Logf("command audit: %d results read; every step %d rollouts started was answered, but %d", read, len(all), len(violations))
-	}
-	for _, v := range violations {
-		t.Error(v)
-	}
-	// Nothing parked: every fault ends, so a command that failed under one (refused, throttled,
-	// cut off) was redelivered until it passed; one parked is one given up on too early.
-	if st, err := dispatch.ReadParked(ctx, stacktest.Observer(t, s, "chaos-parked"), 5); err != nil {
-		t.Errorf("parked audit: %v", err)
-	} else {
-		t.Logf("parked audit: %d messages parked", st.Total)
-		for _, p := range st.Oldest {
-			t.Errorf("message parked under faults that all ended: #%d %s, %s gave up after %d failures: %s", p.Seq, p.Subject, p.Consumer, p.Failures, p.Error)
-		}
-	}
+	auditQueues(t, s, all)
 	stopSupervisor()
 	<-supDone
 	eng.stop()
 	stopAudit()
 	<-audit.done
-
-	for _, v := range m.report(t.Logf, audit.progressEvents(), d.windows, *flagRecovery) {
-		t.Error(v)
-	}
-	for _, v := range m.violations {
-		t.Error(v)
-	}
-	etcdViolations, summary := audit.report()
-	t.Logf("etcd audit: %s", summary)
-	for _, v := range etcdViolations {
-		t.Error(v)
-	}
-	leaseViolations, checked, panics, err := leaseWrites(s.AuditLog(), auditStart, audit.leaseHistory)
-	if err != nil {
-		t.Errorf("kube-apiserver audit: %v", err)
-	}
-	t.Logf("kube-apiserver audit: %d writes of leader-elected processes, each while it held its lease", checked-len(leaseViolations))
-	for _, v := range append(leaseViolations, panics...) {
-		t.Error(v)
-	}
-	findings, lines, logs, err := scanLogs(s.Dir + "/logs")
-	if err != nil {
-		t.Errorf("log scan: %v", err)
-	}
+	lines, logs, findings := auditRecords(t, s, m, audit, d.windows, *flagRecovery, auditStart)
 	t.Logf("log scan: %d lines of %d processes' logs, %d findings; approvals given: %d; fake Argo CD: %d status writes, %d lists, %d starts",
-		lines, logs, len(findings), ap.count(), eng.writes, eng.relists, eng.starts)
-	for _, f := range findings {
-		t.Error(f)
-	}
+		lines, logs, findings, ap.count(), eng.writes, eng.relists, eng.starts)
 }
 
 // driver applies bundles and checks each rollout.
@@ -399,6 +355,8 @@ type driver struct {
 	states   map[int]state
 	versions map[string]int // plan digest -> bundle version
 	windows  [][2]time.Time // when each rollout was in flight
+	// timeout bounds waitRolledOut (rolloutTimeout when zero).
+	timeout time.Duration
 }
 
 func (d *driver) start() { d.windows = append(d.windows, [2]time.Time{time.Now()}) }
@@ -446,7 +404,7 @@ func (d *driver) version(ctx context.Context, digest string) (int, error) {
 func (d *driver) waitRolledOut(want int) *v1alpha1.ClusterRuntime {
 	d.t.Helper()
 	var last *v1alpha1.ClusterRuntime
-	err := testenv.WaitFor(d.t.Context(), rolloutTimeout, "bundle "+bundleVersion(want)+" rolled out", func(ctx context.Context) (bool, error) {
+	err := testenv.WaitFor(d.t.Context(), cmp.Or(d.timeout, rolloutTimeout), "bundle "+bundleVersion(want)+" rolled out", func(ctx context.Context) (bool, error) {
 		rt, err := d.s.Runtime(ctx)
 		if err != nil {
 			return false, nil // the apiserver is down: a fault
@@ -537,19 +495,9 @@ func (d *driver) check(rt *v1alpha1.ClusterRuntime, to state) int {
 // checkAllRollouts checks that every rollout of the run ended Succeeded, or Superseded before
 // it started a step, and returns them.
 func (d *driver) checkAllRollouts() []v1alpha1.RuntimeRollout {
-	var list *unstructured.UnstructuredList
-	retry(d.t, "list the rollouts", func(ctx context.Context) (err error) {
-		list, err = d.s.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
-		return err
-	})
-	var out []v1alpha1.RuntimeRollout
-	for _, u := range list.Items {
-		var ro *v1alpha1.RuntimeRollout
-		retry(d.t, "read rollout "+u.GetName(), func(ctx context.Context) (err error) {
-			ro, err = d.s.DecodeRollout(ctx, &u)
-			return err
-		})
-		out = append(out, *ro)
+	out := listRollouts(d.t, d.s)
+	for i := range out {
+		ro := &out[i]
 		switch ro.Status.Phase {
 		case v1alpha1.PhaseSucceeded:
 		case v1alpha1.PhaseSuperseded:

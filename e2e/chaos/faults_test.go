@@ -99,7 +99,7 @@ type monkey struct {
 func newMonkey(s *stack.Stack, seed int64, eng *engineRunner, log func(string, ...any)) *monkey {
 	m := &monkey{s: s, log: log, engine: eng, lease: leaseDuration, doubleChance: 0.2,
 		rand: rand.New(rand.NewPCG(uint64(seed), 2)), locks: map[string]*sync.Mutex{}} //nolint:gosec // G115: a seed, any bit pattern will do
-	m.kinds = faultKinds(len(s.NATSNodes()) > 1)
+	m.kinds = faultKinds(len(s.NATSNodes()) > 1, eng == nil)
 	return m
 }
 
@@ -125,8 +125,9 @@ func (m *monkey) only(list string) (unknown []string) {
 	return unknown
 }
 
-// faultKinds is the fault model (docs/testing.md).
-func faultKinds(natsCluster bool) []faultKind {
+// faultKinds is the fault model (docs/testing.md); with realArgoCD (-chaos.argocd) the Argo CD
+// processes are real ones, and the repo-server is killed too.
+func faultKinds(natsCluster, realArgoCD bool) []faultKind {
 	kinds := []faultKind{
 		{name: "kill-applier", component: "applier", run: killReplica("applier")},
 		{name: "pause-applier", component: "applier", run: pauseReplica("applier", time.Second, 5*time.Second)},
@@ -143,6 +144,9 @@ func faultKinds(natsCluster bool) []faultKind {
 		faultKind{name: "kill-etcd", component: "etcd", run: killEnv(testenv.ProcEtcd)},
 		faultKind{name: "kill-" + engineProcess, component: "argocd", run: killEngine},
 	)
+	if realArgoCD {
+		kinds = append(kinds, faultKind{name: "kill-" + testenv.ProcRepoServer, component: "argocd", run: killArgoCD(testenv.ProcRepoServer)})
+	}
 	if natsCluster {
 		kinds = append(kinds, faultKind{name: "partition-nats", component: "nats", run: partitionNATS},
 			faultKind{name: "kill-nats-quorum", component: "nats", run: killNATSQuorum})
@@ -715,8 +719,33 @@ func killEnv(name string) func(context.Context, *monkey, *fault) error {
 	}
 }
 
+// killArgoCD SIGKILLs a process of the real Argo CD (-chaos.argocd), leaves it down 0-3 s and
+// starts it again on its ports. Nothing else does its work meanwhile, so the stall counts from
+// the restart.
+func killArgoCD(name string) func(context.Context, *monkey, *fault) error {
+	return func(ctx context.Context, m *monkey, f *fault) error {
+		defer m.lock(name)()
+		f.target = name
+		f.injected = time.Now()
+		if err := m.s.KillEnv(name); err != nil {
+			return err
+		}
+		pause(ctx, m.between(0, 3*time.Second))
+		ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+		defer cancel()
+		err := m.s.StartEnv(ctx, name)
+		f.restored = time.Now()
+		f.ref = f.restored
+		return err
+	}
+}
+
 // killEngine stops the fake Argo CD application controller for 0-3 s; the new one lists again.
+// With real Argo CD it kills the real one (killArgoCD).
 func killEngine(ctx context.Context, m *monkey, f *fault) error {
+	if m.engine == nil {
+		return killArgoCD(testenv.ProcAppController)(ctx, m, f)
+	}
 	defer m.lock(engineProcess)()
 	f.target = engineProcess
 	f.injected = time.Now()
@@ -758,7 +787,11 @@ func (m *monkey) superviseOnce(ctx context.Context) {
 		}
 		unlock()
 	}
-	for _, name := range []string{testenv.ProcEtcd, testenv.ProcAPIServer} {
+	env := []string{testenv.ProcEtcd, testenv.ProcAPIServer}
+	if m.engine == nil {
+		env = append(env, testenv.ProcRedis, testenv.ProcRepoServer, testenv.ProcAppController)
+	}
+	for _, name := range env {
 		unlock, ok := m.tryLock(name)
 		if !ok {
 			continue

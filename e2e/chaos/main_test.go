@@ -25,6 +25,7 @@ var (
 	flagOnly      = flag.String("chaos.only", "", "deal only these fault kinds (comma-separated names of the report; empty: every kind), to aim a run at one")
 	flagClockSkew = flag.Duration("chaos.clock-skew", 5*time.Second, "how far the clock of the second planner candidate (planner-1) is off, for the whole run (0: none)")
 	flagNATSNodes = flag.Int("chaos.nats-nodes", 3, "nats-server processes: 1, or 3 for a JetStream cluster with streams at replication 3")
+	flagArgoCD    = flag.Bool("chaos.argocd", false, "run the variant with real Argo CD, kwok and a registry ("+argoCDTest+", make chaos-argocd) instead of the fake Argo CD")
 )
 
 // Leader election of the chaos stack: a candidate takes over within seconds of a leader's
@@ -42,14 +43,18 @@ var leaseFlags = []string{"--leader-elect-lease-duration=" + leaseDuration.Strin
 // and commands' times disagree with the other's by that much whenever leadership changes hands.
 const skewedPlanner = "planner-1"
 
-// stackTest is the test that needs the stack; the others are unit tests of the audits and the
-// fake Argo CD.
-const stackTest = "TestRolloutsCompleteUnderFaults"
+// stackTest and argoCDTest are the tests that need the stack (the fake Argo CD's, and with
+// -chaos.argocd real Argo CD's); the others are unit tests of the audits and the fake Argo CD.
+const (
+	stackTest  = "TestRolloutsCompleteUnderFaults"
+	argoCDTest = "TestRolloutsWithArgoCDUnderFaults"
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if run := flag.Lookup("test.run").Value.String(); run != "" {
-		if ok, err := regexp.MatchString(strings.Split(run, "/")[0], stackTest); err == nil && !ok {
+		re, err := regexp.Compile(strings.Split(run, "/")[0])
+		if err == nil && !re.MatchString(stackTest) && !re.MatchString(argoCDTest) {
 			os.Exit(m.Run()) // -run selects unit tests only: no stack
 		}
 	}
@@ -58,20 +63,25 @@ func TestMain(m *testing.M) {
 		// planner/internal/app.EnvTestClockOffset: a test-only setting no chart sets.
 		env[skewedPlanner] = []string{"AICR_TEST_CLOCK_OFFSET=" + flagClockSkew.String()}
 	}
+	readinessFlags := slices.Clone(leaseFlags)
+	nss := namespaces()
+	if *flagArgoCD {
+		nss = argoCDNamespaces()
+	} else {
+		// drift checks on: a write of the fake Argo CD that took a field from the operator
+		// would stall the rollouts (with real Argo CD, the registry is readiness's repository)
+		readinessFlags = append(readinessFlags, "--registry-repository="+stack.ChaosRepository)
+	}
 	os.Exit(stacktest.Main(m, stack.Options{
 		Chaos: &stack.ChaosOptions{
 			Env:        env,
-			Namespaces: namespaces(),
+			Namespaces: nss,
 			Replicas:   map[string]int{"applier": 2, "admission": 2, "planner": 2, "readiness": 2, "credrefresher": 2},
 			NATSNodes:  *flagNATSNodes,
 			Audit:      true,
 			APIProxies: true,
+			ArgoCD:     *flagArgoCD,
 		},
-		ExtraFlags: map[string][]string{
-			"planner": leaseFlags, "credrefresher": leaseFlags,
-			// drift checks on: a write of the fake Argo CD that took a field from the operator
-			// would stall the rollouts
-			"readiness": append(slices.Clone(leaseFlags), "--registry-repository="+stack.ChaosRepository),
-		},
+		ExtraFlags: map[string][]string{"planner": leaseFlags, "credrefresher": leaseFlags, "readiness": readinessFlags},
 	}))
 }

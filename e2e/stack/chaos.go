@@ -63,7 +63,7 @@ const (
 //     test can silence (PartitionNATS);
 //   - no Argo CD processes and no registry: Argo CD's CRDs, the engine namespace and the AppProject
 //     only, so the test plays Argo CD itself; charts are never pulled, so a bundle may name any
-//     sha256 digest (FakeDigest);
+//     sha256 digest (FakeDigest); with ArgoCD, real Argo CD, kwok and a registry instead;
 //   - etcd and the kube-apiserver can be killed and restarted on their ports (KillEnv, StartEnv);
 //   - with Audit, the kube-apiserver writes an audit event of every write but Leases to its log.
 type ChaosOptions struct {
@@ -84,6 +84,12 @@ type ChaosOptions struct {
 	// APIProxies puts an APIProxy between every instance and the kube-apiserver (its
 	// kubeconfig names the proxy), which a test can throttle and partition (Stack.APIProxy).
 	APIProxies bool
+	// ArgoCD runs real Argo CD v3.4.2 (redis, repo-server, application controller), kwok and an
+	// anonymous plain-HTTP registry, as the e2e stack does: the test pushes its charts
+	// (AddChart) and a bundle names their real digests. The Argo CD processes can be killed and
+	// started again like etcd (KillEnv, StartEnv with testenv.ProcAppController,
+	// testenv.ProcRepoServer).
+	ArgoCD bool
 
 	nats      map[string]*natsNode
 	natsOrder []string
@@ -148,7 +154,10 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 		return nil, fmt.Errorf("chaos stack: NATSNodes %d: use 1 or 3", chaos.NATSNodes)
 	}
 	start := time.Now()
-	envOpts := testenv.Options{Log: o.Log, SkipApplicationSetCRD: true}
+	envOpts := testenv.Options{Log: o.Log, SkipApplicationSetCRD: !chaos.ArgoCD}
+	if chaos.ArgoCD {
+		envOpts.Kwok, envOpts.ArgoCD, envOpts.Registry = true, true, true
+	}
 	if chaos.Audit {
 		if chaos.auditDir, err = os.MkdirTemp("", "aicr-chaos-audit-"); err != nil {
 			return nil, fmt.Errorf("chaos stack: %w", err)
@@ -177,8 +186,13 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 	if err != nil {
 		return s, err
 	}
-	fmt.Fprintf(o.Log, "stack: kubernetes up in %s (chaos: no Argo CD, no registry)\n", time.Since(start).Round(100*time.Millisecond))
 	s.Repository = ChaosRepository
+	if chaos.ArgoCD {
+		fmt.Fprintf(o.Log, "stack: kubernetes, kwok, Argo CD and the registry up in %s (chaos)\n", time.Since(start).Round(100*time.Millisecond))
+		s.Repository, s.Digests = env.Registry.Host+"/"+RepositoryPath, map[string]string{}
+	} else {
+		fmt.Fprintf(o.Log, "stack: kubernetes up in %s (chaos: no Argo CD, no registry)\n", time.Since(start).Round(100*time.Millisecond))
+	}
 	if err := s.prepareChaosCluster(ctx, o.Chaos.Namespaces); err != nil {
 		return s, err
 	}
@@ -263,10 +277,15 @@ func (s *Stack) prepareChaosCluster(ctx context.Context, namespaces []string) er
 		Namespace(EngineNamespace).Create(ctx, project, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create appproject: %w", err)
 	}
+	data := map[string]string{"type": "oci", "url": "oci://" + s.Repository, "username": "aicr", "password": natstest.RandomPassword()}
+	if s.opts.Chaos.ArgoCD {
+		// The registry is anonymous and plain HTTP: the repo-creds of static mode for it.
+		data = map[string]string{"type": "oci", "url": "oci://" + s.Repository, "insecureOCIForceHttp": "true", "username": "", "password": ""}
+	}
 	creds := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: RepoCredsSecret, Namespace: EngineNamespace,
 			Labels: map[string]string{v1alpha1.LabelArgoSecretType: v1alpha1.ArgoSecretTypeRepoCreds}},
-		StringData: map[string]string{"type": "oci", "url": "oci://" + s.Repository, "username": "aicr", "password": natstest.RandomPassword()},
+		StringData: data,
 	}
 	if _, err := s.Kube.CoreV1().Secrets(EngineNamespace).Create(ctx, creds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create repo-creds secret: %w", err)
