@@ -198,8 +198,11 @@ func TestAPIProxyExpiresWatchesFromBeforeTheCompactionForGood(t *testing.T) {
 	// Lists change nothing: a watch from before the compaction is answered 410 Expired for good,
 	// and the collection stays stale until a watch of it is served (from the revision on).
 	const pods = "/api/v1/pods?&"
+	if got := watchFrom("&resourceVersion=5"); !strings.Contains(got, `"code":410`) { // after the served ones above
+		t.Errorf("a watch from before the compaction: %s; want 410 Expired", got)
+	}
 	if got := p.Stale(); !slices.Equal(got, []string{pods}) {
-		t.Errorf("Stale() after watches from before the compaction = %q, want [%s]", got, pods)
+		t.Errorf("Stale() after a watch from before the compaction = %q, want [%s]", got, pods)
 	}
 	for _, query := range []string{"?limit=500", "?limit=500&resourceVersion=5", "?limit=500&fail=1"} {
 		resp, err := client.Get(p.URL() + "/api/v1/pods" + query)
