@@ -311,21 +311,9 @@ func TestRolloutsWithArgoCDUnderFaults(t *testing.T) {
 	if unknown := m.only(only); len(unknown) > 0 || len(m.kinds) == 0 {
 		t.Fatalf("-chaos.only=%s: no fault kind named %s", only, strings.Join(unknown, ", "))
 	}
-	supCtx, stopSupervisor := context.WithCancel(context.Background())
-	supDone := make(chan struct{})
-	go func() { defer close(supDone); m.supervise(supCtx) }()
-	defer func() { stopSupervisor(); <-supDone }()
-	faultCtx, stopFaults := context.WithCancel(context.Background())
-	faultsDone := make(chan struct{})
-	go func() { defer close(faultsDone); m.run(faultCtx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopFaults()
-			<-faultsDone
-		}
-	}
+	stopSupervisor := background(m.supervise)
+	defer stopSupervisor()
+	stop := background(m.run) // the faults
 	defer stop()
 
 	d := &driver{t: t, s: s, versions: map[string]int{}, timeout: argoRolloutTimeout}
@@ -418,7 +406,6 @@ func TestRolloutsWithArgoCDUnderFaults(t *testing.T) {
 	all := argoCheckAllRollouts(t, d, states)
 	auditQueues(t, s, all)
 	stopSupervisor()
-	<-supDone
 	stopAudit()
 	<-audit.done
 	// Stalls are reported, not bounded: a repo-server killed during a sync stalls the rollout
@@ -453,19 +440,19 @@ func argoWaitFailed(t *testing.T, s *stack.Stack, d *driver, st argoState) *v1al
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: %v (rollout: %s)", what, err, describeRollout(ro))
+		t.Fatalf("%s: %v (rollout: %s)", what, err, stacktest.DescribeRollout(ro))
 	}
 	if ro.Status.Phase != v1alpha1.PhaseFailed || ro.Status.Outcome != v1alpha1.OutcomeFailed {
 		t.Errorf("rollout %s of %s ended %s (%s), want %s (%s): %s",
-			ro.Name, what, ro.Status.Phase, ro.Status.Outcome, v1alpha1.PhaseFailed, v1alpha1.OutcomeFailed, describeRollout(ro))
+			ro.Name, what, ro.Status.Phase, ro.Status.Outcome, v1alpha1.PhaseFailed, v1alpha1.OutcomeFailed, stacktest.DescribeRollout(ro))
 		return ro
 	}
 	step, ok := stacktest.FindStep(ro, st.broken)
 	switch {
 	case !ok:
-		t.Errorf("rollout %s of %s has no step for %s: %s", ro.Name, what, st.broken, describeRollout(ro))
+		t.Errorf("rollout %s of %s has no step for %s: %s", ro.Name, what, st.broken, stacktest.DescribeRollout(ro))
 	case step.State != v1alpha1.StepFailed:
-		t.Errorf("rollout %s of %s: the step of %s is %s, want %s: %s", ro.Name, what, st.broken, step.State, v1alpha1.StepFailed, describeRollout(ro))
+		t.Errorf("rollout %s of %s: the step of %s is %s, want %s: %s", ro.Name, what, st.broken, step.State, v1alpha1.StepFailed, stacktest.DescribeRollout(ro))
 	case !strings.Contains(step.Message, v1alpha1.FenceNoErrorCondition+" "+string(v1alpha1.FenceFailed)):
 		t.Errorf("rollout %s of %s: the step of %s failed without naming the %s fence Failed (Argo CD's ComparisonError): %s",
 			ro.Name, what, st.broken, v1alpha1.FenceNoErrorCondition, step.Message)
@@ -568,22 +555,11 @@ func argoCheckAllRollouts(t *testing.T, d *driver, states map[int]argoState) []v
 		case ro.Status.Phase == v1alpha1.PhaseSucceeded && st.broken == "":
 		case ro.Status.Phase == v1alpha1.PhaseFailed && st.broken != "":
 			if step, ok := stacktest.FindStep(&ro, st.broken); !ok || step.State != v1alpha1.StepFailed {
-				t.Errorf("rollout %s of bundle %s failed, but not at the step of %s, on its broken chart: %s", ro.Name, bundleVersion(v), st.broken, describeRollout(&ro))
+				t.Errorf("rollout %s of bundle %s failed, but not at the step of %s, on its broken chart: %s", ro.Name, bundleVersion(v), st.broken, stacktest.DescribeRollout(&ro))
 			}
 		default:
 			t.Errorf("rollout %s of bundle %s (broken release %q) ended %s (%s): %s", ro.Name, bundleVersion(v), st.broken, ro.Status.Phase, ro.Status.Outcome, ro.Status.Message)
 		}
-	}
-	return out
-}
-
-func describeRollout(ro *v1alpha1.RuntimeRollout) string {
-	if ro == nil {
-		return "never read"
-	}
-	out := fmt.Sprintf("%s %s %s: %s;", ro.Name, ro.Status.Phase, ro.Status.Outcome, ro.Status.Message)
-	for _, st := range ro.Status.Steps {
-		out += fmt.Sprintf(" [%d %s %s %s %s: %s]", st.Index, st.Release, st.Action, st.State, st.Reason, st.Message)
 	}
 	return out
 }

@@ -250,26 +250,12 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	if unknown := m.only(*flagOnly); len(unknown) > 0 || len(m.kinds) == 0 {
 		t.Fatalf("-chaos.only=%s: no fault kind named %s", *flagOnly, strings.Join(unknown, ", "))
 	}
-	supCtx, stopSupervisor := context.WithCancel(context.Background())
-	supDone := make(chan struct{})
-	go func() { defer close(supDone); m.supervise(supCtx) }()
-	defer func() { stopSupervisor(); <-supDone }()
+	stopSupervisor := background(m.supervise)
+	defer stopSupervisor()
 	ap := &approver{s: s, admin: admin, rand: rand.New(rand.NewPCG(uint64(seed), 3)), scheduled: map[string]time.Time{}}
-	apCtx, stopApprover := context.WithCancel(context.Background())
-	apDone := make(chan struct{})
-	go func() { defer close(apDone); ap.run(apCtx) }()
-	defer func() { stopApprover(); <-apDone }()
-	faultCtx, stopFaults := context.WithCancel(context.Background())
-	faultsDone := make(chan struct{})
-	go func() { defer close(faultsDone); m.run(faultCtx) }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopFaults()
-			<-faultsDone
-		}
-	}
+	stopApprover := background(ap.run)
+	defer stopApprover()
+	stop := background(m.run) // the faults
 	defer stop()
 
 	d := &driver{t: t, s: s, states: map[int]state{}, versions: map[string]int{}}
@@ -312,7 +298,6 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	rollouts := len(d.windows)
 	stop()
 	stopApprover()
-	<-apDone
 	t.Logf("%d rollouts in %s", rollouts, time.Since(begin).Round(time.Second))
 	if rollouts <= *flagRollouts {
 		t.Errorf("%d rollouts ran, want %d (-chaos.rollouts) within -chaos.duration %s", rollouts-1, *flagRollouts, *flagDuration)
@@ -339,7 +324,6 @@ func TestRolloutsCompleteUnderFaults(t *testing.T) {
 	all := d.checkAllRollouts()
 	auditQueues(t, s, all)
 	stopSupervisor()
-	<-supDone
 	eng.stop()
 	stopAudit()
 	<-audit.done

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -239,6 +240,16 @@ func finalizerPatch(u *unstructured.Unstructured) []map[string]any {
 		{"op": "replace", "path": "/metadata/resourceVersion", "value": u.GetResourceVersion()},
 		{"op": "remove", "path": fmt.Sprintf("/metadata/finalizers/%d", i)},
 	}
+}
+
+// background runs fn in a goroutine until the returned stop is called; stop cancels fn's
+// context, waits for it to return, and does nothing the second time.
+func background(fn func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); fn(ctx) }()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
 }
 
 func pause(ctx context.Context, d time.Duration) {

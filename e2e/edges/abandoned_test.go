@@ -72,7 +72,7 @@ func TestAFailedFirstInstallIsRepairedFromWhatItWrote(t *testing.T) {
 	}
 	for _, r := range []string{edited, deleted} {
 		if st, _ := stacktest.FindStep(failed, r); st.State != v1alpha1.StepSucceeded {
-			t.Fatalf("the failed install left %s %s, want it written and judged: %s", r, st.State, describeRollout(failed))
+			t.Fatalf("the failed install left %s %s, want it written and judged: %s", r, st.State, stacktest.DescribeRollout(failed))
 		}
 	}
 	t.Logf("first install %s failed: %s", failed.Name, stacktest.Condition(rt, v1alpha1.ConditionStalled).Message)

@@ -91,7 +91,7 @@ func TestPlannersWhoseClocksDisagreeHandAReleaseOver(t *testing.T) {
 	t.Logf("lease handed over in %s", time.Since(handOver).Round(time.Millisecond))
 
 	if done := waitOutcome(t, s, first.Name, stacktest.RolloutTimeout); done.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Fatalf("the first rollout ended %s: %s", done.Status.Phase, describeRollout(done))
+		t.Fatalf("the first rollout ended %s: %s", done.Status.Phase, stacktest.DescribeRollout(done))
 	}
 	var second *v1alpha1.RuntimeRollout
 	err := testenv.WaitFor(ctx, stacktest.ChangeTimeout, "the rollout after "+first.Name, func(ctx context.Context) (bool, error) {
@@ -113,13 +113,13 @@ func TestPlannersWhoseClocksDisagreeHandAReleaseOver(t *testing.T) {
 	}
 	done := waitOutcome(t, s, second.Name, stacktest.RolloutTimeout)
 	if done.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Fatalf("the rollout started by the planner 5 s behind ended %s: %s", done.Status.Phase, describeRollout(done))
+		t.Fatalf("the rollout started by the planner 5 s behind ended %s: %s", done.Status.Phase, stacktest.DescribeRollout(done))
 	}
 	st2 := stacktest.StepOf(t, done, release, v1alpha1.ActionUpgrade)
 	ended := waitOutcome(t, s, first.Name, stacktest.RolloutTimeout) // its steps as stored
 	st1 := stacktest.StepOf(t, ended, release, v1alpha1.ActionUpgrade)
 	if st1.StartedAt == nil || st2.StartedAt == nil {
-		t.Fatalf("steps without a start: %s; %s", describeRollout(ended), describeRollout(done))
+		t.Fatalf("steps without a start: %s; %s", stacktest.DescribeRollout(ended), stacktest.DescribeRollout(done))
 	}
 	_, written, ok := history.FirstApp(t, release, func(a *argoapp.Application) bool {
 		return a.Annotations[v1alpha1.AnnotationStep] == stepID(ended, st1)

@@ -57,7 +57,7 @@ func TestAnUpgradeThatRendersTheSameManifestsPassesOnTheComparison(t *testing.T)
 		t.Errorf("a sync ran for a write that changes no manifest: operation %+v (before: started %s)", os, before.Status.OperationState.StartedAt)
 	}
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	rolledOut(t, s)
 }
@@ -116,7 +116,7 @@ func TestAnApplicationWrittenAgainOverMatchingResourcesPassesOnTheComparison(t *
 		t.Errorf("a sync ran over resources that already matched: %+v", app.Status.OperationState)
 	}
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	rolledOut(t, s)
 }
@@ -149,7 +149,7 @@ func TestAnApplicationDeletedDuringItsStepIsWrittenAgainByTheStep(t *testing.T) 
 	}
 	release()
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	if got := stacktest.Application(t, s, rel); got.UID != again.UID {
 		t.Errorf("%s is %s after the rollout, want the Application the step wrote again (%s)", rel, got.UID, again.UID)
@@ -236,7 +236,7 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	})
 	release()
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	got := rolledOut(t, s)
 	if got.Status.EnginePolicy != v1alpha1.EnginePolicyArgoCDV2 {
@@ -323,7 +323,7 @@ func TestAComparisonFromBeforeTheStepNeverPassesIt(t *testing.T) {
 	})
 	release()
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	cleared, _, ok := apps.FirstApp(t, rel, func(a *argoapp.Application) bool {
 		_, asked := a.Annotations[v1alpha1.AnnotationArgoRefresh]

@@ -85,7 +85,7 @@ func TestHandEditOfTheInFlightReleaseNeverPassesItsStep(t *testing.T) {
 	undone := stacktest.PatchApp(t, s, edited, `{"spec":{"source":{"helm":{"valuesObject":{"logLevel":"warn"}}}}}`)
 	done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout)
 	if done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s after the edit was undone: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s after the edit was undone: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	ev, st := rollouts.FirstStep(t, ro.Name, edited, func(st v1alpha1.Step) bool { return st.State == v1alpha1.StepSucceeded })
 	if ev.RV <= rv(t, undone.ResourceVersion) {
@@ -116,7 +116,7 @@ func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 	failed := waitOutcome(t, s, ro.Name, timeout+stepTimeout)
 	st, _ := stacktest.FindStep(failed, edited)
 	if failed.Status.Outcome != v1alpha1.OutcomeFailed || st.State != v1alpha1.StepFailed {
-		t.Fatalf("rollout %s ended %s with step %s %s; want RolloutFailed at the action timeout: %s", ro.Name, failed.Status.Outcome, id, st.State, describeRollout(failed))
+		t.Fatalf("rollout %s ended %s with step %s %s; want RolloutFailed at the action timeout: %s", ro.Name, failed.Status.Outcome, id, st.State, stacktest.DescribeRollout(failed))
 	}
 	rt, err := s.WaitCondition(t.Context(), promptTimeout, v1alpha1.ConditionStalled, metav1.ConditionTrue, v1alpha1.ReasonRolloutFailed)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 	next := change(t, s, rt.Status.ActivePlan)
 	stacktest.StepOf(t, next, edited, v1alpha1.ActionUpgrade)
 	if done := waitOutcome(t, s, next.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", next.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", next.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	rolledOut(t, s)
 	if got := stacktest.Values(t, stacktest.Application(t, s, edited).Spec.Source)["logLevel"]; got != "info" {

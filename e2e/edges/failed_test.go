@@ -35,7 +35,7 @@ func TestAFailedRolloutIsNeverRolledBack(t *testing.T) {
 	stacktest.WaitApp(t, s, moved, stepTimeout, "written by "+id, func(a *argoapp.Application) bool { return a.Annotations[v1alpha1.AnnotationStep] == id })
 	failed := waitOutcome(t, s, ro.Name, timeout+stepTimeout)
 	if failed.Status.Outcome != v1alpha1.OutcomeFailed {
-		t.Fatalf("rollout %s ended %s, want RolloutFailed: %s", ro.Name, failed.Status.Outcome, describeRollout(failed))
+		t.Fatalf("rollout %s ended %s, want RolloutFailed: %s", ro.Name, failed.Status.Outcome, stacktest.DescribeRollout(failed))
 	}
 	release()
 	stacktest.WaitApp(t, s, moved, stepTimeout, "synced by Argo CD at the failed plan's values", func(a *argoapp.Application) bool {
@@ -64,7 +64,7 @@ func TestAFailedRolloutIsNeverRolledBack(t *testing.T) {
 	stacktest.StepOf(t, next, moved, v1alpha1.ActionUpgrade)
 	stacktest.StepOf(t, next, other, v1alpha1.ActionUpgrade)
 	if done := waitOutcome(t, s, next.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", next.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", next.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	rolledOut(t, s)
 	if got := stacktest.Values(t, stacktest.Application(t, s, moved).Spec.Source)["logLevel"]; got != before {

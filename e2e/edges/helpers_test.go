@@ -116,7 +116,7 @@ func waitStep(t *testing.T, s *stack.Stack, rollout, release string, timeout tim
 		err = stopped
 	}
 	if err != nil {
-		t.Fatalf("%v\nrollout: %s", err, describeRollout(last))
+		t.Fatalf("%v\nrollout: %s", err, stacktest.DescribeRollout(last))
 	}
 	return last
 }
@@ -137,20 +137,9 @@ func waitOutcome(t *testing.T, s *stack.Stack, rollout string, timeout time.Dura
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("%v\nrollout: %s", err, describeRollout(ro))
+		t.Fatalf("%v\nrollout: %s", err, stacktest.DescribeRollout(ro))
 	}
 	return ro
-}
-
-func describeRollout(ro *v1alpha1.RuntimeRollout) string {
-	if ro == nil {
-		return "never read"
-	}
-	out := fmt.Sprintf("%s %s %s: %s;", ro.Name, ro.Status.Phase, ro.Status.Outcome, ro.Status.Message)
-	for _, st := range ro.Status.Steps {
-		out += fmt.Sprintf(" [%d %s %s %s %s: %s]", st.Index, st.Release, st.Action, st.State, st.Reason, st.Message)
-	}
-	return out
 }
 
 // fence returns the named fence of a verdict.

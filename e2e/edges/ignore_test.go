@@ -59,7 +59,7 @@ func TestAWebhookCertificateFilledAtRunTimeIsLeftAlone(t *testing.T) {
 	ro := change(t, s, rt.Status.ActivePlan)
 	stacktest.StepOf(t, ro, rel, v1alpha1.ActionUpgrade)
 	if done := waitOutcome(t, s, ro.Name, stacktest.RolloutTimeout); done.Status.Outcome != v1alpha1.OutcomeSucceeded {
-		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, describeRollout(done))
+		t.Fatalf("rollout %s ended %s: %s", ro.Name, done.Status.Outcome, stacktest.DescribeRollout(done))
 	}
 	app := stacktest.Application(t, s, rel)
 	if os := app.Status.OperationState; os == nil || os.Phase != argoapp.OperationSucceeded || os.SyncResult == nil ||

@@ -228,3 +228,16 @@ func NewRollout(t *testing.T, s *stack.Stack, from string, stale ...string) *v1a
 	}
 	return ro
 }
+
+// DescribeRollout is a rollout's phase, outcome and message and each step's state, for a
+// failure message.
+func DescribeRollout(ro *v1alpha1.RuntimeRollout) string {
+	if ro == nil {
+		return "never read"
+	}
+	out := fmt.Sprintf("%s %s %s: %s;", ro.Name, ro.Status.Phase, ro.Status.Outcome, ro.Status.Message)
+	for _, st := range ro.Status.Steps {
+		out += fmt.Sprintf(" [%d %s %s %s %s: %s]", st.Index, st.Release, st.Action, st.State, st.Reason, st.Message)
+	}
+	return out
+}
