@@ -80,13 +80,7 @@ var argoReleases = []argoRelease{
 }
 
 func argoCDNamespaces() []string {
-	var out []string
-	for _, r := range argoReleases {
-		if !slices.Contains(out, r.namespace) {
-			out = append(out, r.namespace)
-		}
-	}
-	return out
+	return namespacesOf(argoReleases, func(r argoRelease) string { return r.namespace })
 }
 
 // argoState is one bundle version: every release with its value v, and the release whose chart

@@ -56,10 +56,7 @@ func TestAuditorFlagsRewritesRegressionsAndDeletes(t *testing.T) {
 		raw, _ := json.Marshal(ro)
 		return &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(rolloutsKey + name), Value: raw, ModRevision: rev}}
 	}
-	tests := map[string]struct {
-		events func() []*clientv3.Event
-		want   []string // a substring of each violation, in order
-	}{
+	tests := map[string]auditorCase{
 		"steps moving forward, each rewritten with its own spec (redelivery, status writes)": {
 			events: func() []*clientv3.Event {
 				return []*clientv3.Event{put("a", "r1/1", 1), put("a", "r1/1", 1), put("a", "r2/1", 2), put("b", "r2/2", 1), put("a", "r2/1", 2)}
@@ -111,24 +108,7 @@ func TestAuditorFlagsRewritesRegressionsAndDeletes(t *testing.T) {
 			want: []string{"the Remove step of a in rollout r2 (started at etcd revision 2) deleted a recreated namesake: UID u2, stored at revision 5"},
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			rev = 0
-			a := newAuditor(admin)
-			for _, ev := range tc.events() {
-				a.observe(ev, time.Now())
-			}
-			got, _ := a.report()
-			if len(got) != len(tc.want) {
-				t.Fatalf("violations %q, want %d matching %q", got, len(tc.want), tc.want)
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("violation %d = %q, want it to contain %q", i, got[i], w)
-				}
-			}
-		})
-	}
+	runAuditorCases(t, admin, &rev, tests)
 }
 
 // A rollout progresses when its phase or a step's state changes, not on every write.
@@ -400,5 +380,36 @@ func TestFakeArgoCDReleasesTheResourcesFinalizer(t *testing.T) {
 	}
 	if got := finalizerPatch(app("other")); got != nil {
 		t.Errorf("patch %v for an Application without Argo CD's finalizer, want none", got)
+	}
+}
+
+// auditorCase is a run of etcd events and what the auditor must report of it.
+type auditorCase struct {
+	events func() []*clientv3.Event
+	want   []string // a substring of each violation, in order
+}
+
+// runAuditorCases feeds each case's events to a fresh auditor (admin is the admin's username)
+// and checks its violations; *rev, the revision the cases' events count from, starts at 0 for
+// each.
+func runAuditorCases(t *testing.T, admin string, rev *int64, tests map[string]auditorCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			*rev = 0
+			a := newAuditor(admin)
+			for _, ev := range tc.events() {
+				a.observe(ev, time.Now())
+			}
+			got, _ := a.report()
+			if len(got) != len(tc.want) {
+				t.Fatalf("violations %q, want %d matching %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("violation %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
 	}
 }

@@ -83,10 +83,15 @@ var releases = []release{
 }
 
 func namespaces() []string {
+	return namespacesOf(releases, func(r release) string { return r.namespace })
+}
+
+// namespacesOf is the namespaces of releases rs, each once, in their order.
+func namespacesOf[R any](rs []R, namespace func(R) string) []string {
 	var out []string
-	for _, r := range releases {
-		if !slices.Contains(out, r.namespace) {
-			out = append(out, r.namespace)
+	for _, r := range rs {
+		if ns := namespace(r); !slices.Contains(out, ns) {
+			out = append(out, ns)
 		}
 	}
 	return out
@@ -582,23 +587,23 @@ func (a *approver) count() int {
 // compaction.
 func watchesFollow(ctx context.Context, s *stack.Stack, within time.Duration) []string {
 	var violations []string
-	deadline := time.Now().Add(within)
-	for {
+	err := testenv.WaitFor(ctx, within, "every cache following the API server", func(context.Context) (bool, error) {
 		violations = violations[:0]
 		for _, b := range stack.Binaries {
 			for _, i := range s.Instances(b) {
 				p, err := s.APIProxy(i)
 				if err != nil {
-					return []string{"watch audit: " + err.Error()}
+					return false, testenv.Permanent(err)
 				}
 				if c := p.Stale(); len(c) > 0 {
 					violations = append(violations, fmt.Sprintf("%s has not watched %s from a current resourceVersion since a watch was answered 410 Expired (waited %s after the run settled): a cache that no longer follows the API server", i, strings.Join(c, ", "), within))
 				}
 			}
 		}
-		if len(violations) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			return violations
-		}
-		pause(ctx, 500*time.Millisecond)
+		return len(violations) == 0, nil
+	})
+	if err != nil && len(violations) == 0 {
+		return []string{"watch audit: " + err.Error()}
 	}
+	return violations
 }

@@ -5,9 +5,7 @@ package chaos
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -129,10 +127,7 @@ func TestSyncAuditFlagsASuccessBeforeTheSync(t *testing.T) {
 		return map[string]any{"sync": synced["sync"], "operationState": map[string]any{"phase": phase,
 			"operation": map[string]any{"initiatedBy": map[string]any{"username": user}, "info": []any{map[string]any{"name": "aicr-step", "value": token}}}}}
 	}
-	tests := map[string]struct {
-		events func() []*clientv3.Event
-		want   []string
-	}{
+	tests := map[string]auditorCase{
 		"synced, then Succeeded": {events: func() []*clientv3.Event {
 			return []*clientv3.Event{app(false, outOfSync), app(false, ran), rollout(v1alpha1.ActionUpgrade, v1alpha1.StepSucceeded)}
 		}},
@@ -179,22 +174,5 @@ func TestSyncAuditFlagsASuccessBeforeTheSync(t *testing.T) {
 			want: []string{"step r1/1 (Apply a) Succeeded"},
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			rev = 0
-			a := newAuditor("admin")
-			for _, ev := range tc.events() {
-				a.observe(ev, time.Now())
-			}
-			got, _ := a.report()
-			if len(got) != len(tc.want) {
-				t.Fatalf("violations %q, want %d matching %q", got, len(tc.want), tc.want)
-			}
-			for i, w := range tc.want {
-				if !strings.Contains(got[i], w) {
-					t.Errorf("violation %d = %q, want it to contain %q", i, got[i], w)
-				}
-			}
-		})
-	}
+	runAuditorCases(t, "admin", &rev, tests)
 }

@@ -188,6 +188,14 @@ func (p *APIProxy) Stale() []string {
 	return out
 }
 
+// newProcess forgets what the instance's previous process left stale: a new one starts with no
+// cache.
+func (p *APIProxy) newProcess() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stale = nil
+}
+
 // Counts returns how many requests were answered 429 and how many were delayed so far.
 func (p *APIProxy) Counts() (throttled, delayed int) {
 	p.mu.Lock()
@@ -331,9 +339,7 @@ func (s *Stack) apiProxyFor(instance string) (*APIProxy, []byte, error) {
 		return nil, nil, err
 	}
 	if p := c.apiProxies[instance]; p != nil {
-		p.mu.Lock()
-		p.stale = nil
-		p.mu.Unlock()
+		p.newProcess()
 		return p, caPEM, nil
 	}
 	pair, err := ca.Server("api-proxy-" + instance)
