@@ -212,20 +212,7 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for b.Loop() {
-		// Started by BenchmarkIdleRSS in a full run; started here when run alone (-bench Overhead).
-		for _, bin := range rolloutBinaries {
-			if h.procs[bin] == nil {
-				if _, err := h.start(ctx, bin, bin); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		var err error
-		if argo == nil {
-			if argo, err = runFakeArgoCD(h.ctx, h); err != nil {
-				b.Fatal(err)
-			}
-		}
+		startRollouts(ctx, b)
 		rev := 0
 		rollout := func() {
 			b.Helper()
@@ -321,6 +308,197 @@ func BenchmarkRolloutOverhead30(b *testing.B) {
 		results.info("  "+other+"'s API requests per release, median", requestsLine(&base))
 		results.info("  paired ratio, bin/ over "+other+" (the two rollouts of a repetition): overhead; CPU per release in all",
 			ratios.Get("operator-ms").Format("%.3f", "×")+"; "+ratios.Get("cpu").Format("%.3f", "×"))
+	}
+}
+
+// foreignApps is how many Applications of other teams BenchmarkSharedArgoCD puts beside the
+// operator's in the Argo CD namespace.
+const foreignApps = 5000
+
+// foreignLabel marks the Applications BenchmarkSharedArgoCD creates (and deletes after it): a
+// label of the benchmark's own, none of the operator's.
+const foreignLabel = "bench.aicr.run/foreign"
+
+// BenchmarkSharedArgoCD measures what an Argo CD shared with other teams costs the operator:
+// the rollout binaries' resident set and the 30-release overhead without, then with foreignApps
+// Applications of other teams in the Argo CD namespace (GPU-stack-sized values, a synced
+// status with 40 resources, none of the operator's labels). Each repetition restarts the
+// planner, the applier and readiness, so their caches are filled from a fresh list, waits until
+// each is idle (its VmRSS), then rolls out once unmeasured and once measured (measureOverhead).
+// The ratios are paired by repetition (with over without); flat is each median ≤ 1.10 ×. The
+// binaries list and watch Applications by the operator's label (proven request by request by
+// the planner's and readiness's integration tests), so neither their memory nor a step should
+// grow with what else Argo CD holds. It starts and ends at overheadBundle(reps), where
+// BenchmarkRolloutOverhead30 leaves the runtime and BenchmarkStepAdvance expects it.
+func BenchmarkSharedArgoCD(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for b.Loop() {
+		startRollouts(ctx, b)
+		rev := *reps
+		base := overheadBundle(rev)
+		_, err := h.dyn.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err): // run alone (-bench SharedArgoCD)
+			if err := applyBundle(ctx, base); err != nil {
+				b.Fatal(err)
+			}
+			if err := createRuntime(ctx); err != nil {
+				b.Fatal(err)
+			}
+		case err != nil:
+			b.Fatal(err)
+		}
+		if _, err := waitRolledOut(ctx, digestOf(b, base)); err != nil {
+			b.Fatal(err)
+		}
+		rollout := func(into *benchstat.Series) {
+			b.Helper()
+			rev++
+			if into != nil {
+				measureOverhead(ctx, b, overheadBundle(rev), into)
+				return
+			}
+			bundle := overheadBundle(rev)
+			if err := applyBundle(ctx, bundle); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := waitRolledOut(ctx, digestOf(b, bundle)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var without, with, ratios benchstat.Series
+		// each figure of each repetition, in order, to pair the two phases' repetitions
+		perRep := map[*benchstat.Series]map[string][]float64{&without: {}, &with: {}}
+		phase := func(into *benchstat.Series) {
+			b.Helper()
+			keep := perRep[into]
+			for range *reps {
+				for _, bin := range rolloutBinaries {
+					if err := h.stop(bin); err != nil {
+						b.Fatal(err)
+					}
+					p, err := h.start(ctx, bin, bin)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rss, err := waitIdle(ctx, p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					into.Add(bin+"-rss", mib(rss))
+					keep[bin+"-rss"] = append(keep[bin+"-rss"], mib(rss))
+				}
+				rollout(nil) // the restarted binaries' first
+				rollout(into)
+				for _, n := range []string{"operator-ms", "cpu"} {
+					keep[n] = append(keep[n], into.Last(n))
+				}
+			}
+		}
+		phase(&without)
+		if err := createForeignApps(ctx); err != nil {
+			b.Fatal(err)
+		}
+		phase(&with)
+		if err := deleteForeignApps(ctx); err != nil {
+			b.Fatal(err)
+		}
+		// Back to where BenchmarkStepAdvance expects the runtime (values of revision reps).
+		rev = *reps - 1
+		rollout(nil)
+		names := []string{"operator-ms", "cpu"}
+		for _, bin := range rolloutBinaries {
+			names = append(names, bin+"-rss")
+		}
+		for _, n := range names {
+			for i, w := range perRep[&with][n] {
+				ratios.Add(n, w/perRep[&without][n][i])
+			}
+		}
+		flat := func(m float64) bool { return m <= 1.10 }
+		for _, bin := range rolloutBinaries {
+			r := ratios.Get(bin + "-rss")
+			b.ReportMetric(r.Median, bin+"-rss-ratio")
+			results.add(fmt.Sprintf("Shared Argo CD: %s's RSS, idle after a restart, with %d foreign Applications over without (paired)", bin, foreignApps),
+				fmt.Sprintf("%s; without %s, with %s", r.Format("%.3f", "×"), without.Get(bin+"-rss").Format("%.1f", "MiB"), with.Get(bin+"-rss").Format("%.1f", "MiB")),
+				"≤ 1.10 ×", r.Verdict(flat))
+		}
+		op := ratios.Get("operator-ms")
+		b.ReportMetric(op.Median, "overhead-ratio")
+		results.add(fmt.Sprintf("Shared Argo CD: the %d-release overhead with %d foreign Applications over without (paired)", overheadReleases, foreignApps),
+			fmt.Sprintf("%s; without %s, with %s", op.Format("%.3f", "×"), without.Get("operator-ms").Format("%.0f", "ms"), with.Get("operator-ms").Format("%.0f", "ms")),
+			"≤ 1.10 ×", op.Verdict(flat))
+		results.info("  CPU per release of the operator's processes, with over without (paired); without; with",
+			fmt.Sprintf("%s; %s; %s", ratios.Get("cpu").Format("%.3f", "×"), without.Get("cpu").Format("%.1f", "ms"), with.Get("cpu").Format("%.1f", "ms")))
+	}
+}
+
+// createForeignApps creates foreignApps Applications of other teams in the Argo CD namespace:
+// GPU-stack-sized values, a synced and healthy status with 40 resources, the benchmark's
+// foreignLabel and a team label, nothing of the operator's.
+func createForeignApps(ctx context.Context) error {
+	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
+	jobs, wait := writers(func(a *argov1alpha1.Application) error {
+		if _, err := apps.Create(ctx, a, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create foreign application %s: %w", a.Name, err)
+		}
+		return nil
+	})
+	shapes := plantest.GPUStackShapes()
+	for i := range foreignApps {
+		team := fmt.Sprintf("team-%02d", i%20)
+		a := &argov1alpha1.Application{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("foreign-%05d", i), Namespace: engineNamespace,
+				Labels: map[string]string{foreignLabel: "true", "team": team}},
+			Spec: argov1alpha1.ApplicationSpec{
+				Project:     "default",
+				Destination: argov1alpha1.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: team},
+				Source: &argov1alpha1.ApplicationSource{RepoURL: "oci://registry.example.com/" + team, Chart: "service", TargetRevision: "1.0.0",
+					Helm: &argov1alpha1.ApplicationSourceHelm{Values: string(plantest.GPUStackValues(shapes[i%len(shapes)], i))}},
+				SyncPolicy: &argov1alpha1.SyncPolicy{Automated: &argov1alpha1.SyncPolicyAutomated{}},
+			},
+		}
+		syncedStatus(a)
+		for j := 2; j < 40; j++ {
+			a.Status.Resources = append(a.Status.Resources, argov1alpha1.ResourceStatus{Group: "apps", Version: "v1", Kind: "Deployment",
+				Namespace: team, Name: fmt.Sprintf("%s-%02d", a.Name, j), Status: argov1alpha1.SyncStatusCodeSynced})
+		}
+		jobs <- a
+	}
+	close(jobs)
+	return wait()
+}
+
+// deleteForeignApps deletes what createForeignApps created, in rounds until a list finds none.
+func deleteForeignApps(ctx context.Context) error {
+	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
+	sel := metav1.ListOptions{LabelSelector: foreignLabel + "=true"}
+	return testenv.WaitFor(ctx, verdictsTimeout, "foreign applications deleted", func(ctx context.Context) (bool, error) {
+		if err := apps.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return false, fmt.Errorf("delete the foreign applications: %w", err)
+		}
+		l, err := apps.List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, Limit: 1})
+		return err == nil && len(l.Items) == 0, nil
+	})
+}
+
+// startRollouts starts the rolloutBinaries and the fake Argo CD where they do not run yet: a full
+// run has them from BenchmarkIdleRSS, a benchmark run alone (-bench Overhead) starts them here.
+func startRollouts(ctx context.Context, b *testing.B) {
+	b.Helper()
+	for _, bin := range rolloutBinaries {
+		if h.procs[bin] == nil {
+			if _, err := h.start(ctx, bin, bin); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if argo == nil {
+		var err error
+		if argo, err = runFakeArgoCD(h.ctx, h); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
