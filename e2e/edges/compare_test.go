@@ -4,11 +4,13 @@ package edges
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
@@ -159,9 +161,10 @@ func TestAnApplicationDeletedDuringItsStepIsWrittenAgainByTheStep(t *testing.T) 
 }
 
 // The engine-policy move from argocd.v1 (comparison exceptions in argocd-cm, none on the
-// Applications), as an upgrade: the older operator's planner is gone, its Applications stand
-// without ignoreDifferences, compared so by Argo CD, and the new planner starts with readiness
-// running. Its drift loop leaves them to the move: one EnginePolicyChanged rollout writes every
+// Applications), as an upgrade: the older operator's planner is gone, its argocd-cm keys stand
+// (written by its field manager, aicr-operator-customizations) and so do its Applications, as
+// its own field manager applied them, without ignoreDifferences and compared so by Argo CD; the
+// new planner starts with readiness running. Its drift loop leaves them to the move: one EnginePolicyChanged rollout writes every
 // release again with only ignoreDifferences added, needs no approval, and no
 // FieldOwnershipOverridden is recorded. The status from before the write matches the source,
 // sync result and health of the new spec; only comparedTo's ignoreDifferences can tell. With
@@ -171,17 +174,16 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 	s := stacktest.Need(t)
 	ctx := t.Context()
 	rt := rolledOut(t, s)
-	res := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
 	var err error
 	overridden := reasonEvents(t, s, v1alpha1.EventFieldOwnershipOverridden)
 	before := rolloutUIDs(t, s)
 
-	// The older operator's Applications, with no planner of the new one running yet.
+	// The older operator's argocd-cm keys and Applications, with no planner of the new one
+	// running yet.
 	startPlanner := stopPlanner(t, s)
+	olderCustomizations(t, s)
 	for _, c := range components {
-		if _, err := res.Patch(ctx, c.Name, types.MergePatchType, []byte(`{"spec":{"ignoreDifferences":null}}`), metav1.PatchOptions{FieldManager: stacktest.Person}); err != nil {
-			t.Fatalf("strip ignoreDifferences of %s: %v", c.Name, err)
-		}
+		olderOperatorWrite(t, s, c.Name)
 		stacktest.WaitApp(t, s, c.Name, stepTimeout, "compared without comparison exceptions", func(a *argoapp.Application) bool {
 			return len(a.Spec.IgnoreDifferences) == 0 && len(a.Status.Sync.ComparedTo.IgnoreDifferences) == 0 &&
 				a.Status.Sync.Status == argoapp.SyncStatusCodeSynced && a.Status.Health.Status == argoapp.HealthStatusHealthy
@@ -269,6 +271,96 @@ func TestAnIgnoreDifferencesOnlyWriteWaitsForAFreshComparison(t *testing.T) {
 		if ev.RV <= compared.RV {
 			t.Errorf("%s: step succeeded at rv %d, before Argo CD compared the new exceptions (rv %d)", st.Release, ev.RV, compared.RV)
 		}
+	}
+}
+
+// olderCustomizationsManager is the field manager an operator before the argocd.v2 engine
+// policy wrote its argocd-cm keys with (docs/argocd.md).
+const olderCustomizationsManager = "aicr-operator-customizations"
+
+// olderCustomizations applies argocd-cm's keys as an operator before argocd.v2 wrote them: the
+// comparison exceptions by kind (a key per group and kind cannot name the Secret, so it covers
+// every Secret's data). The test's cleanup applies them away (the upgrade leaves them: the docs
+// tell the user to remove them).
+func olderCustomizations(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	apply := func(data map[string]string) error {
+		cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "argocd-cm", "namespace": stack.EngineNamespace}}
+		if data != nil {
+			cm["data"] = data
+		}
+		body, err := json.Marshal(cm)
+		if err != nil {
+			return err
+		}
+		force := true
+		_, err = s.Kube.CoreV1().ConfigMaps(stack.EngineNamespace).Patch(context.Background(), "argocd-cm", types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: olderCustomizationsManager, Force: &force})
+		return err
+	}
+	if err := apply(map[string]string{
+		"resource.customizations.ignoreDifferences.Secret":                   "jsonPointers:\n- /data\n",
+		"resource.customizations.ignoreDifferences.storage.k8s.io_CSIDriver": "jsonPointers:\n- /spec/preventPodSchedulingIfMissing\n",
+	}); err != nil {
+		t.Fatalf("write the older operator's argocd-cm keys: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := apply(nil); err != nil { // owned by that manager alone: the keys go
+			t.Errorf("remove the older operator's argocd-cm keys: %v", err)
+		}
+	})
+}
+
+// olderOperatorWrite applies a release's Application as the operator's own field manager did
+// before argocd.v2: what that manager applies now (the labels and annotations its apply owns,
+// the spec) without spec.ignoreDifferences, which the apply so removes. No other manager takes
+// a field over, as none did on an upgrade.
+func olderOperatorWrite(t *testing.T, s *stack.Stack, name string) {
+	t.Helper()
+	ctx := t.Context()
+	res := s.Dynamic.Resource(testenv.ApplicationGVR).Namespace(stack.EngineNamespace)
+	live, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owned map[string]any
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == v1alpha1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.FieldsV1 != nil {
+			if err := json.Unmarshal(e.FieldsV1.Raw, &owned); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if owned == nil {
+		t.Fatalf("%s has no field the operator applied", name)
+	}
+	meta := map[string]any{"name": name, "namespace": stack.EngineNamespace}
+	ownedMeta, _ := owned["f:metadata"].(map[string]any)
+	for _, field := range []string{"labels", "annotations"} {
+		ownedKeys, _ := ownedMeta["f:"+field].(map[string]any)
+		values, _, _ := unstructured.NestedStringMap(live.Object, "metadata", field)
+		kept := map[string]any{}
+		for k, v := range values {
+			if _, ok := ownedKeys["f:"+k]; ok {
+				kept[k] = v
+			}
+		}
+		if len(kept) > 0 {
+			meta[field] = kept
+		}
+	}
+	spec, _, err := unstructured.NestedMap(live.Object, "spec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(spec, "ignoreDifferences")
+	body, err := json.Marshal(map[string]any{"apiVersion": live.GetAPIVersion(), "kind": live.GetKind(), "metadata": meta, "spec": spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	force := true
+	if _, err := res.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: v1alpha1.FieldManager, Force: &force}); err != nil {
+		t.Fatalf("apply %s as the older operator wrote it: %v", name, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/appspec"
@@ -89,7 +90,28 @@ func (h *driftHarness) basis(t *testing.T, i int) *bus.Basis {
 
 func newDriftHarness(t *testing.T) *driftHarness {
 	t.Helper()
-	p, err := plan.Resolve(chainBundle(2), plan.Inputs{})
+	return newDriftHarnessWith(t, driftOptions{})
+}
+
+// driftOptions change the harness's defaults: two releases, the real clock, a resync an hour
+// away, the memStore read directly and the runtime's name the only one known.
+type driftOptions struct {
+	releases int
+	clock    clock.WithTicker
+	resync   time.Duration
+	store    func(*memStore) Store
+	names    []string
+}
+
+func newDriftHarnessWith(t *testing.T, o driftOptions) *driftHarness {
+	t.Helper()
+	if o.releases == 0 {
+		o.releases = 2
+	}
+	if o.resync == 0 {
+		o.resync = time.Hour
+	}
+	p, err := plan.Resolve(chainBundle(o.releases), plan.Inputs{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +122,15 @@ func newDriftHarness(t *testing.T) *driftHarness {
 	for _, r := range p.Releases {
 		h.apps.items = append(h.apps.items, *h.written(t, r.Name))
 	}
-	h.c = New(Config{Name: "planner", Namespace: "aicr-system", EngineNamespace: driftSettings.EngineNamespace,
-		Applications: h.apps.lw(), Settings: driftSettings, Recorder: h.rec, DriftResync: time.Hour}, h.store, h.pub)
+	var store Store = h.store
+	if o.store != nil {
+		store = o.store(h.store)
+	}
+	h.c = New(Config{Name: "planner", Namespace: "aicr-system", EngineNamespace: driftSettings.EngineNamespace, Clock: o.clock,
+		Applications: h.apps.lw(), Settings: driftSettings, Recorder: h.rec, DriftResync: o.resync}, store, h.pub)
+	if o.names != nil {
+		h.c.names = func() []string { return o.names }
+	}
 	if err := h.c.plans.Add(p); err != nil {
 		t.Fatal(err)
 	}
