@@ -152,30 +152,19 @@ func argoExpected(from, to argoState) map[string]v1alpha1.StepAction {
 		}
 	}
 	for _, r := range argoReleases {
-		if r.gate() && out[r.name] == "" && slices.ContainsFunc(argoDeps(r.name), func(d string) bool { return out[d] != "" }) {
+		if r.gate() && out[r.name] == "" && slices.ContainsFunc(transitiveDeps(r.name, argoReleaseDeps), func(d string) bool { return out[d] != "" }) {
 			out[r.name] = v1alpha1.ActionApply
 		}
 	}
 	return out
 }
 
-func argoDeps(name string) []string {
-	var out []string
-	var walk func(string)
-	walk = func(n string) {
-		for _, r := range argoReleases {
-			if r.name == n {
-				for _, d := range r.deps {
-					if !slices.Contains(out, d) {
-						out = append(out, d)
-						walk(d)
-					}
-				}
-			}
-		}
+// argoReleaseDeps is the direct dependencies of the variant's release called name.
+func argoReleaseDeps(name string) []string {
+	if i := slices.IndexFunc(argoReleases, func(r argoRelease) bool { return r.name == name }); i >= 0 {
+		return argoReleases[i].deps
 	}
-	walk(name)
-	return out
+	return nil
 }
 
 // argoCharts pushes the variant's charts, one per release under its name, and the broken

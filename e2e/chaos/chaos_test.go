@@ -178,31 +178,37 @@ func expectedActions(from, to state) map[string]v1alpha1.StepAction {
 		if _, ok := to.values[r.name]; !ok || !r.gate || out[r.name] != "" {
 			continue
 		}
-		if slices.ContainsFunc(transitiveDeps(r.name), func(d string) bool { return out[d] != "" }) {
+		if slices.ContainsFunc(transitiveDeps(r.name, releaseDeps), func(d string) bool { return out[d] != "" }) {
 			out[r.name] = v1alpha1.ActionApply
 		}
 	}
 	return out
 }
 
-func transitiveDeps(name string) []string {
+// transitiveDeps lists every release reachable from name through deps (a release's direct
+// dependencies), in the order first met: of this test's bundle (releaseDeps) or of the Argo CD
+// variant's (argoReleaseDeps).
+func transitiveDeps(name string, deps func(string) []string) []string {
 	var out []string
 	var walk func(string)
 	walk = func(n string) {
-		for _, r := range releases {
-			if r.name != n {
-				continue
-			}
-			for _, d := range r.deps {
-				if !slices.Contains(out, d) {
-					out = append(out, d)
-					walk(d)
-				}
+		for _, d := range deps(n) {
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+				walk(d)
 			}
 		}
 	}
 	walk(name)
 	return out
+}
+
+// releaseDeps is the direct dependencies of the release called name.
+func releaseDeps(name string) []string {
+	if i := slices.IndexFunc(releases, func(r release) bool { return r.name == name }); i >= 0 {
+		return releases[i].deps
+	}
+	return nil
 }
 
 // Rollouts of a 14-release bundle complete while the fault model of faults_test.go runs: processes
