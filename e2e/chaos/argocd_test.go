@@ -479,18 +479,7 @@ func argoCheckSucceeded(t *testing.T, s *stack.Stack, rt *v1alpha1.ClusterRuntim
 		ro, err = s.Rollout(ctx, rt.Status.Rollout)
 		return err
 	})
-	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
-	}
-	got := map[string]v1alpha1.StepAction{}
-	stepOf := map[string]string{}
-	for _, st := range ro.Status.Steps {
-		got[st.Release] = st.Action
-		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
-		if st.State != v1alpha1.StepSucceeded {
-			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
-		}
-	}
+	got, stepOf := succeededSteps(t, ro)
 	if from != nil {
 		if want := argoExpected(*from, to); !maps.Equal(got, want) {
 			t.Errorf("rollout %s (bundle %s to %s): steps %v, want %v", ro.Name, bundleVersion(from.version), bundleVersion(to.version), got, want)

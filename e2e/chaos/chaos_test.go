@@ -423,6 +423,24 @@ func (d *driver) waitRolledOut(want int) *v1alpha1.ClusterRuntime {
 	return last
 }
 
+// succeededSteps checks that ro Succeeded with every step Succeeded, and returns each release's
+// action and step ID.
+func succeededSteps(t *testing.T, ro *v1alpha1.RuntimeRollout) (actions map[string]v1alpha1.StepAction, stepOf map[string]string) {
+	t.Helper()
+	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
+	}
+	actions, stepOf = map[string]v1alpha1.StepAction{}, map[string]string{}
+	for _, st := range ro.Status.Steps {
+		actions[st.Release] = st.Action
+		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
+		if st.State != v1alpha1.StepSucceeded {
+			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
+		}
+	}
+	return actions, stepOf
+}
+
 // check checks that the runtime's rollout succeeded with exactly the steps its move calls for,
 // all Succeeded, and that every release of to has its Application with to's values, written by
 // its step, and every other release none. It returns the number of steps.
@@ -443,18 +461,7 @@ func (d *driver) check(rt *v1alpha1.ClusterRuntime, to state) int {
 	if fromVersion >= 0 {
 		from = d.states[fromVersion]
 	}
-	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
-	}
-	got := map[string]v1alpha1.StepAction{}
-	stepOf := map[string]string{}
-	for _, st := range ro.Status.Steps {
-		got[st.Release] = st.Action
-		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
-		if st.State != v1alpha1.StepSucceeded {
-			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
-		}
-	}
+	got, stepOf := succeededSteps(t, ro)
 	if want := expectedActions(from, to); !maps.Equal(got, want) {
 		t.Errorf("rollout %s (bundle %s to %s): steps %v, want %v", ro.Name, bundleVersion(from.version), bundleVersion(to.version), got, want)
 	}
