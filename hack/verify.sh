@@ -69,7 +69,8 @@ done
 
 echo "verify: the docs' mechanical facts"
 # What docs/architecture.md and README.md say of the workspace, kept true: the number and names of
-# the modules (go.work), the deployables table (the Makefile's SERVICES, v1alpha1.Binaries), and
+# the modules (go.work), the deployables table (the Makefile's SERVICES, v1alpha1.Binaries; its
+# Reads and Writes columns are e2e/modgraph's test, against shared/kubeaccess), and
 # the binaries' outside connections (no binary links a NATS server; the planner and the plugin,
 # and no other binary, link the OCI registry client).
 numbers=(zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen)

@@ -77,9 +77,6 @@ var readinessAppsFlag = flag.Int("bench.readiness-apps", readinessApps, "Applica
 
 var readinessOnly = flag.String("bench.readiness", "", "run only BenchmarkReadiness10000's variant whose label starts with this (small, GPU)")
 
-// readinessMemLimit is GOMEMLIMIT for BenchmarkReadiness10000's readiness processes only (the API
-// servers, etcd and the benchmark run without): what the binary sets itself in a container with a
-// memory limit (nine tenths of it), such as 460MiB for the chart's 512Mi.
 // readinessWatchCache is whether the GPU-stack variant's API server runs its watch cache, as
 // production does (and as the shared API server does for the small values). Not by default: with
 // its watch cache the API server held 1.3 GB of live heap per 1 000 of these Applications (7.6 GB
@@ -92,6 +89,9 @@ var readinessWatchCache = flag.Bool("bench.readiness-watch-cache", false, "run B
 // CPU per Application, more than 15 minutes of this machine's two cores.
 var readinessRefresh = flag.Bool("bench.readiness-refresh", true, "follow each readiness start of BenchmarkReadiness10000 with an Argo CD refresh of every Application")
 
+// readinessMemLimit is GOMEMLIMIT for BenchmarkReadiness10000's readiness processes only (the API
+// servers, etcd and the benchmark run without): what the binary sets itself in a container with a
+// memory limit (nine tenths of it), such as 460MiB for the chart's 512Mi.
 var readinessMemLimit = flag.String("bench.readiness-gomemlimit", "", "GOMEMLIMIT of the readiness processes BenchmarkReadiness10000 starts (as in a container with a memory limit); empty: none")
 
 var (

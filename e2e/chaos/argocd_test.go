@@ -152,30 +152,19 @@ func argoExpected(from, to argoState) map[string]v1alpha1.StepAction {
 		}
 	}
 	for _, r := range argoReleases {
-		if r.gate() && out[r.name] == "" && slices.ContainsFunc(argoDeps(r.name), func(d string) bool { return out[d] != "" }) {
+		if r.gate() && out[r.name] == "" && slices.ContainsFunc(transitiveDeps(r.name, argoReleaseDeps), func(d string) bool { return out[d] != "" }) {
 			out[r.name] = v1alpha1.ActionApply
 		}
 	}
 	return out
 }
 
-func argoDeps(name string) []string {
-	var out []string
-	var walk func(string)
-	walk = func(n string) {
-		for _, r := range argoReleases {
-			if r.name == n {
-				for _, d := range r.deps {
-					if !slices.Contains(out, d) {
-						out = append(out, d)
-						walk(d)
-					}
-				}
-			}
-		}
+// argoReleaseDeps is the direct dependencies of the variant's release called name.
+func argoReleaseDeps(name string) []string {
+	if i := slices.IndexFunc(argoReleases, func(r argoRelease) bool { return r.name == name }); i >= 0 {
+		return argoReleases[i].deps
 	}
-	walk(name)
-	return out
+	return nil
 }
 
 // argoCharts pushes the variant's charts, one per release under its name, and the broken
@@ -490,18 +479,7 @@ func argoCheckSucceeded(t *testing.T, s *stack.Stack, rt *v1alpha1.ClusterRuntim
 		ro, err = s.Rollout(ctx, rt.Status.Rollout)
 		return err
 	})
-	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
-	}
-	got := map[string]v1alpha1.StepAction{}
-	stepOf := map[string]string{}
-	for _, st := range ro.Status.Steps {
-		got[st.Release] = st.Action
-		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
-		if st.State != v1alpha1.StepSucceeded {
-			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
-		}
-	}
+	got, stepOf := succeededSteps(t, ro)
 	if from != nil {
 		if want := argoExpected(*from, to); !maps.Equal(got, want) {
 			t.Errorf("rollout %s (bundle %s to %s): steps %v, want %v", ro.Name, bundleVersion(from.version), bundleVersion(to.version), got, want)

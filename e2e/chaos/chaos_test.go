@@ -178,31 +178,37 @@ func expectedActions(from, to state) map[string]v1alpha1.StepAction {
 		if _, ok := to.values[r.name]; !ok || !r.gate || out[r.name] != "" {
 			continue
 		}
-		if slices.ContainsFunc(transitiveDeps(r.name), func(d string) bool { return out[d] != "" }) {
+		if slices.ContainsFunc(transitiveDeps(r.name, releaseDeps), func(d string) bool { return out[d] != "" }) {
 			out[r.name] = v1alpha1.ActionApply
 		}
 	}
 	return out
 }
 
-func transitiveDeps(name string) []string {
+// transitiveDeps lists every release reachable from name through deps (a release's direct
+// dependencies), in the order first met: of this test's bundle (releaseDeps) or of the Argo CD
+// variant's (argoReleaseDeps).
+func transitiveDeps(name string, deps func(string) []string) []string {
 	var out []string
 	var walk func(string)
 	walk = func(n string) {
-		for _, r := range releases {
-			if r.name != n {
-				continue
-			}
-			for _, d := range r.deps {
-				if !slices.Contains(out, d) {
-					out = append(out, d)
-					walk(d)
-				}
+		for _, d := range deps(n) {
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+				walk(d)
 			}
 		}
 	}
 	walk(name)
 	return out
+}
+
+// releaseDeps is the direct dependencies of the release called name.
+func releaseDeps(name string) []string {
+	if i := slices.IndexFunc(releases, func(r release) bool { return r.name == name }); i >= 0 {
+		return releases[i].deps
+	}
+	return nil
 }
 
 // Rollouts of a 14-release bundle complete while the fault model of faults_test.go runs: processes
@@ -417,6 +423,24 @@ func (d *driver) waitRolledOut(want int) *v1alpha1.ClusterRuntime {
 	return last
 }
 
+// succeededSteps checks that ro Succeeded with every step Succeeded, and returns each release's
+// action and step ID.
+func succeededSteps(t *testing.T, ro *v1alpha1.RuntimeRollout) (actions map[string]v1alpha1.StepAction, stepOf map[string]string) {
+	t.Helper()
+	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
+	}
+	actions, stepOf = map[string]v1alpha1.StepAction{}, map[string]string{}
+	for _, st := range ro.Status.Steps {
+		actions[st.Release] = st.Action
+		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
+		if st.State != v1alpha1.StepSucceeded {
+			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
+		}
+	}
+	return actions, stepOf
+}
+
 // check checks that the runtime's rollout succeeded with exactly the steps its move calls for,
 // all Succeeded, and that every release of to has its Application with to's values, written by
 // its step, and every other release none. It returns the number of steps.
@@ -437,18 +461,7 @@ func (d *driver) check(rt *v1alpha1.ClusterRuntime, to state) int {
 	if fromVersion >= 0 {
 		from = d.states[fromVersion]
 	}
-	if ro.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Errorf("rollout %s: phase %s, want %s", ro.Name, ro.Status.Phase, v1alpha1.PhaseSucceeded)
-	}
-	got := map[string]v1alpha1.StepAction{}
-	stepOf := map[string]string{}
-	for _, st := range ro.Status.Steps {
-		got[st.Release] = st.Action
-		stepOf[st.Release] = v1alpha1.StepID(ro.Name, st.Index)
-		if st.State != v1alpha1.StepSucceeded {
-			t.Errorf("rollout %s step %d (%s %s): %s %s: %s", ro.Name, st.Index, st.Action, st.Release, st.State, st.Reason, st.Message)
-		}
-	}
+	got, stepOf := succeededSteps(t, ro)
 	if want := expectedActions(from, to); !maps.Equal(got, want) {
 		t.Errorf("rollout %s (bundle %s to %s): steps %v, want %v", ro.Name, bundleVersion(from.version), bundleVersion(to.version), got, want)
 	}

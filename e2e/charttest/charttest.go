@@ -45,7 +45,7 @@ const (
 
 // StackAPIVersions are the API groups the operator's own stack brings (cert-manager, the
 // Prometheus Operator), whose objects the chart renders only where they are served. Render renders
-// for a cluster whose stack is up, passing them as --api-versions; RenderFresh for a fresh one.
+// for a cluster whose stack is up, passing them as --api-versions; RenderOn with none for a fresh one.
 var StackAPIVersions = []string{"cert-manager.io/v1", "monitoring.coreos.com/v1"}
 
 // Named timeouts.

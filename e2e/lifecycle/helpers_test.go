@@ -189,11 +189,11 @@ func waitRolloutDone(t *testing.T, s *stack.Stack, name string) *v1alpha1.Runtim
 			return false, err
 		}
 		ro = r
-		switch r.Status.Phase {
-		case v1alpha1.PhaseSucceeded:
+		switch p := r.Status.Phase; {
+		case p == v1alpha1.PhaseSucceeded:
 			return true, nil
-		case v1alpha1.PhaseFailed, v1alpha1.PhaseExpired, v1alpha1.PhaseRevoked, v1alpha1.PhaseSuperseded:
-			return false, fmt.Errorf("rollout %s ended %s: %s (steps: %s)", name, r.Status.Phase, r.Status.Message, stacktest.DescribeSteps(r))
+		case p.Terminal():
+			return false, fmt.Errorf("rollout %s ended %s: %s (steps: %s)", name, p, r.Status.Message, stacktest.DescribeSteps(r))
 		}
 		return false, fmt.Errorf("phase %s: %s", r.Status.Phase, stacktest.DescribeSteps(r))
 	})

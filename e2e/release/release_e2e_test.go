@@ -188,8 +188,6 @@ func TestReleaseInstallsWithArgoCDByDigest(t *testing.T) {
 	}
 }
 
-// releaseOptions are make release's options for this checkout, with the tests' version and the
-// images e2e/imagebuild's tests also use (imagebuild.Shared: one build for both packages).
 // installDoc is the page whose "Install with Argo CD" Application the test creates as written.
 const installDoc = "docs/install.md"
 
@@ -245,6 +243,8 @@ func docApplication(t *testing.T, root, registry string, chart release.Chart) (*
 	return app, values
 }
 
+// releaseOptions are make release's options for this checkout, with the tests' version and the
+// images e2e/imagebuild's tests also use (imagebuild.Shared: one build for both packages).
 func releaseOptions(t *testing.T, out, registry, helm string, helmEnv []string) release.Options {
 	t.Helper()
 	ctx := context.Background()

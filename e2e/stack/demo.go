@@ -39,6 +39,29 @@ func (s *Stack) ApplyDemo(ctx context.Context, bundle []byte) error {
 	return s.ApplyRuntime(ctx, spec)
 }
 
+// Ready ends a demo whose runtime rt is Ready=True/RolledOut: it says so (how long since start,
+// the plan, the rollout) and, unless check, how to look around from another terminal (the
+// kubeconfig, the runtime, the Applications, the plugin's describe of the rollout, then look:
+// the stack's own command, such as where its logs are) and what Ctrl-C does (onInterrupt), then
+// waits for ctx to end.
+func (d Demo) Ready(ctx context.Context, rt *v1alpha1.ClusterRuntime, start time.Time, check bool, look, onInterrupt string) {
+	fmt.Fprintf(d.Out, "\n%s: Ready=True/RolledOut in %s (plan %s, rollout %s)\n", d.Name, time.Since(start).Round(time.Second), rt.Status.ActivePlan, rt.Status.Rollout)
+	if check {
+		return
+	}
+	fmt.Fprintf(d.Out, `
+Look around (in another terminal):
+  export KUBECONFIG=%s
+  kubectl get clusterruntime cluster -o wide
+  kubectl get applications -n argocd
+  %s describe %s
+  %s
+
+Press Ctrl-C to %s.
+`, d.Kubeconfig, filepath.Join(d.BinDir, "kubectl-aicr"), rt.Status.Rollout, look, onInterrupt)
+	<-ctx.Done()
+}
+
 // ShowRollout shows the rollout ApplyDemo started live until the runtime is
 // Ready=True/RolledOut (the plugin's kubectl aicr status --watch; without the plugin, a line per
 // change of the progress and what blocks it), and returns the runtime then.

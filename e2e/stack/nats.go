@@ -59,7 +59,7 @@ func writeConfig(dir string, c natstest.Config) (string, error) {
 	return path, nil
 }
 
-// startEmbeddedNATS runs the configuration in-process on a random loopback port.
+// startEmbedded runs the configuration in-process on a random loopback port.
 func (n *natsSetup) startEmbedded(dir string) (*server.Server, error) {
 	path, err := writeConfig(dir, n.config("127.0.0.1:-1", "", filepath.Join(dir, "nats")))
 	if err != nil {

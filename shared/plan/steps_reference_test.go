@@ -192,7 +192,7 @@ func referenceSteps(from, to *Plan, opts StepOptions) []v1alpha1.Step {
 	return steps
 }
 
-// topoOrder orders a plan's releases so that every release follows its dependencies: Kahn's
+// refTopoOrder orders a plan's releases so that every release follows its dependencies: Kahn's
 // algorithm by levels, names sorted within a level.
 func refTopoOrder(p *Plan) []string {
 	indeg := make(map[string]int, len(p.Releases))
@@ -227,7 +227,7 @@ func refTopoOrder(p *Plan) []string {
 	return order
 }
 
-// transitiveDeps lists every release name reachable through DependsOn, sorted.
+// refTransitiveDeps lists every release name reachable through DependsOn, sorted.
 func refTransitiveDeps(p *Plan, name string) []string {
 	seen := map[string]bool{}
 	var walk func(string)
@@ -252,7 +252,7 @@ func refTransitiveDeps(p *Plan, name string) []string {
 	return out
 }
 
-// nearestWithSteps returns the releases with steps that name depends on, looking through
+// refNearestWithSteps returns the releases with steps that name depends on, looking through
 // releases without steps to their own dependencies.
 func refNearestWithSteps(p *Plan, name string, action map[string]v1alpha1.StepAction, memo map[string][]string) []string {
 	set := map[string]bool{}

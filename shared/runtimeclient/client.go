@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -110,6 +112,29 @@ func (r *Resource[O, L]) Get(ctx context.Context, name string) (O, error) {
 func (r *Resource[O, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
 	out := r.newList()
 	return out, r.rc.Get().Resource(r.resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+}
+
+// Watch watches the objects opts select (a field selector on metadata.name follows one), from
+// opts.ResourceVersion on; its events carry O.
+func (r *Resource[O, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return r.rc.Get().Resource(r.resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+}
+
+// ListWatch returns the list-watch of the objects fieldSelector selects (empty: all), for an
+// informer of O.
+func (r *Resource[O, L]) ListWatch(fieldSelector string) *cache.ListWatch {
+	return cache.NewFilteredListWatchFromClient(r.rc, r.resource, metav1.NamespaceAll, func(opts *metav1.ListOptions) {
+		opts.FieldSelector = fieldSelector
+	})
+}
+
+// Patch patches an object (pt: a merge patch, say) and returns it as the API server wrote it;
+// subresources names a subresource ("status").
+func (r *Resource[O, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (O, error) {
+	out := r.newObject()
+	return out, r.rc.Patch(pt).Resource(r.resource).Name(name).SubResource(subresources...).
+		VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx).Into(out)
 }
 
 // Create creates an object.

@@ -8,12 +8,11 @@ import (
 	"testing"
 )
 
-// ApplicationAuditArgs writes into dir an audit policy that logs each list, watch and get of an
+// applicationAuditArgs writes into dir an audit policy that logs each list, watch and get of an
 // Argo CD Application at level Metadata (its request URI and user agent), and returns the
-// kube-apiserver flags (Options.APIServerArgs) that log it to the returned path, each event
-// written before the request is answered. Tests read it with ApplicationReads to prove which
-// Applications a binary lists, watches and gets.
-func ApplicationAuditArgs(dir string) (args []string, logPath string, err error) {
+// kube-apiserver flags that log it to the returned path, each event written before the request
+// is answered (Options.AuditApplications).
+func applicationAuditArgs(dir string) (args []string, logPath string, err error) {
 	const policy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -43,11 +42,14 @@ type AuditEvent struct {
 	} `json:"objectRef"`
 }
 
-// ApplicationReads returns the lists, watches and gets of Applications in the audit log at
-// logPath (ApplicationAuditArgs) made by a client whose user agent starts with userAgent.
-func ApplicationReads(t testing.TB, logPath, userAgent string) []AuditEvent {
+// ApplicationReads returns the lists, watches and gets of Applications the API server logged
+// (Options.AuditApplications) of a client whose user agent starts with userAgent.
+func (e *Env) ApplicationReads(t testing.TB, userAgent string) []AuditEvent {
 	t.Helper()
-	raw, err := os.ReadFile(logPath)
+	if e.applicationAuditLog == "" {
+		t.Fatal("testenv: Env.ApplicationReads needs Options.AuditApplications")
+	}
+	raw, err := os.ReadFile(e.applicationAuditLog)
 	if err != nil {
 		t.Fatal(err)
 	}

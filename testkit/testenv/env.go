@@ -84,6 +84,11 @@ type Options struct {
 	// seconds to establish it) for tests that use only Applications and AppProjects.
 	SkipApplicationSetCRD bool
 
+	// AuditApplications makes the API server log every list, watch and get of an Argo CD
+	// Application (its request URI and user agent), each before it is answered, for
+	// Env.ApplicationReads: which Applications a binary lists, watches and gets.
+	AuditApplications bool
+
 	// APIServerArgs are extra kube-apiserver flags, appended last: a plain flag given again
 	// overrides testenv's value, a list flag (--enable-admission-plugins) adds to it.
 	APIServerArgs []string
@@ -164,6 +169,8 @@ type Env struct {
 	pki     *pki
 	files   pkiFiles
 	argoCRD string // folder of Argo CD's CRD files
+	// applicationAuditLog is the API server's audit log with Options.AuditApplications.
+	applicationAuditLog string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -239,6 +246,15 @@ func start(opts Options, toolsDir string) (_ *Env, err error) {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("create %s dir: %w", sub, err)
 		}
+	}
+	if opts.AuditApplications {
+		args, path, err := applicationAuditArgs(dir)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("write the audit policy: %w", err)
+		}
+		e.opts.APIServerArgs = append(args, opts.APIServerArgs...)
+		e.applicationAuditLog = path
 	}
 	defer func() {
 		if err != nil {

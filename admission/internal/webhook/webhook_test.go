@@ -139,8 +139,6 @@ func TestHandlerDeniesWithFieldPathAndAudits(t *testing.T) {
 	}
 }
 
-// TestHandlerAllowsAndWarns proves an allowed request carries the rule's warning and is not
-// audited.
 // TestDryRunIsDeniedButNotAudited proves what sideEffects NoneOnDryRun declares: a dry run is
 // judged like any request (the same denial) but publishes no audit record, while the same
 // request for real does.
@@ -170,6 +168,8 @@ func TestDryRunIsDeniedButNotAudited(t *testing.T) {
 	}
 }
 
+// TestHandlerAllowsAndWarns proves an allowed request carries the rule's warning and is not
+// audited.
 func TestHandlerAllowsAndWarns(t *testing.T) {
 	h, audit, _ := newHandler(t)
 	obj := []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"gpu-operator","namespace":"argocd","labels":{"app.kubernetes.io/managed-by":"aicr-operator"}},"spec":{"project":"aicr"}}`)

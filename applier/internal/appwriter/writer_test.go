@@ -840,8 +840,7 @@ func TestRemove(t *testing.T) {
 		wantOutcome string
 		wantReason  string
 		wantWrites  []string
-		// wantLive says whether an Application named gpu-operator exists afterwards, and
-		// wantUID which one (when set).
+		// wantLive says whether an Application named gpu-operator exists afterwards.
 		wantLive bool
 	}{
 		"an Application already gone is Removed": {

@@ -7,10 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+
 	"github.com/aicr-run/aicr-operator/cli/internal/graph"
-	"github.com/aicr-run/aicr-operator/cli/internal/kube"
 	"github.com/aicr-run/aicr-operator/cli/internal/output"
 	"github.com/aicr-run/aicr-operator/cli/internal/preview"
 	"github.com/aicr-run/aicr-operator/cli/internal/style"
@@ -97,7 +99,7 @@ the plan's dependencies, else the steps alone are drawn.`,
 			} else {
 				g = graph.FromPlan(title, p, ro.Status.Steps)
 			}
-			return out.Print(o.env.Stdout, graphDoc(g, []string{output.Name(ro.Raw)}, o.style(o.env.Stdout)))
+			return out.Print(o.env.Stdout, graphDoc(g, []string{output.Name(ro.Raw())}, o.style(o.env.Stdout)))
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "Read the rollout from this file (YAML or JSON; - for standard input) instead of the cluster")
@@ -123,9 +125,9 @@ func (o *options) graphFromFile(file, bundle, runtimeFile string, out *output.Fl
 	if u.GetKind() != "RuntimeRollout" {
 		return fmt.Errorf("-f %s: kind %q; a RuntimeRollout is expected (kubectl get runtimerollout NAME -o yaml)", file, u.GetKind())
 	}
-	ro, err := kube.RolloutFrom(u)
-	if err != nil {
-		return fmt.Errorf("-f %s: %w", file, err)
+	ro := &v1alpha1.RuntimeRollout{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ro); err != nil {
+		return fmt.Errorf("-f %s: read runtimerollout %s: %w", file, u.GetName(), err)
 	}
 	title := "rollout " + ro.Name
 	g := graph.FromSteps(title, ro.Status.Steps)

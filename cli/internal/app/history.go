@@ -180,7 +180,7 @@ same digest and rolls out to it (docs/planner.md, Back to a previous plan).`,
 			var names []string
 			for _, ro := range ros {
 				typed = append(typed, ro.RuntimeRollout)
-				names = append(names, output.Name(ro.Raw))
+				names = append(names, output.Name(ro.Raw()))
 			}
 			now := o.env.Clock.Now()
 			entries := history.Entries(typed, current, now)

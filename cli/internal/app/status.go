@@ -34,10 +34,10 @@ func rolloutOf(s kube.Snapshot) *v1alpha1.RuntimeRollout {
 func rawOf(rt *kube.Runtime, ro *kube.Rollout) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	if rt != nil {
-		out = append(out, rt.Raw)
+		out = append(out, rt.Raw())
 	}
 	if ro != nil {
-		out = append(out, ro.Raw)
+		out = append(out, ro.Raw())
 	}
 	return out
 }
@@ -142,9 +142,10 @@ each change.`,
 // describeDoc is a rollout's description; with the runtime (nil: not read), also the releases
 // of its active plan not ready since their rollout.
 func describeDoc(ro *kube.Rollout, rt *kube.Runtime, now func() time.Time) output.Doc {
+	raw := ro.Raw()
 	return output.Doc{
-		Object: ro.Raw,
-		Names:  []string{output.Name(ro.Raw)},
+		Object: raw,
+		Names:  []string{output.Name(raw)},
 		Text: textOf(func(w io.Writer) error {
 			t := now()
 			if err := view.Describe(w, ro.RuntimeRollout, t); err != nil || rt == nil {

@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
+	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 )
 
 // Snapshot is what a follower last saw. Runtime is nil when the ClusterRuntime does not exist (or
@@ -56,8 +53,8 @@ type follower struct {
 	kick chan struct{}
 
 	mu            sync.Mutex
-	runtime       *unstructured.Unstructured
-	rollout       *unstructured.Unstructured
+	runtime       *v1alpha1.ClusterRuntime
+	rollout       *v1alpha1.RuntimeRollout
 	rolloutName   string
 	runtimeSynced bool
 	rolloutSynced bool
@@ -71,8 +68,13 @@ func (f *follower) run(ctx context.Context) {
 	var stopRollout context.CancelFunc = func() {}
 	defer func() { stopRollout() }()
 	if f.o.Runtime {
-		go f.watch(ctx, v1alpha1.ClusterRuntimeResource, v1alpha1.RuntimeName, func(u *unstructured.Unstructured, synced bool) {
-			f.runtime, f.runtimeSynced = u, f.runtimeSynced || synced
+		lw := f.c.Operator.Runtimes().ListWatch(nameSelector(v1alpha1.RuntimeName))
+		go f.watch(ctx, lw, &v1alpha1.ClusterRuntime{}, runtimeclient.ResourceRuntimes+" "+v1alpha1.RuntimeName, func(obj any, synced bool) {
+			if synced {
+				f.runtimeSynced = true
+				return
+			}
+			f.runtime, _ = obj.(*v1alpha1.ClusterRuntime)
 		}, func() bool { return true })
 	} else {
 		f.runtimeSynced = true
@@ -90,8 +92,13 @@ func (f *follower) run(ctx context.Context) {
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		stopRollout = cancel
-		go f.watch(rctx, v1alpha1.RuntimeRolloutResource, name, func(u *unstructured.Unstructured, synced bool) {
-			f.rollout, f.rolloutSynced = u, f.rolloutSynced || synced
+		lw := f.c.Operator.Rollouts().ListWatch(nameSelector(name))
+		go f.watch(rctx, lw, &v1alpha1.RuntimeRollout{}, runtimeclient.ResourceRollouts+" "+name, func(obj any, synced bool) {
+			if synced {
+				f.rolloutSynced = true
+				return
+			}
+			f.rollout, _ = obj.(*v1alpha1.RuntimeRollout)
 		}, func() bool { return f.generation == gen })
 	}
 	startRollout(f.o.Rollout)
@@ -104,10 +111,7 @@ func (f *follower) run(ctx context.Context) {
 		f.mu.Lock()
 		want := f.rolloutName
 		if f.o.Rollout == "" && f.runtime != nil {
-			rt, err := RuntimeFrom(f.runtime)
-			if err == nil {
-				want = rt.Status.Rollout
-			}
+			want = f.runtime.Status.Rollout
 		}
 		f.mu.Unlock()
 		if want != f.rolloutName {
@@ -131,19 +135,12 @@ func (f *follower) snapshot() Snapshot {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := Snapshot{RolloutName: f.rolloutName, Synced: f.runtimeSynced && f.rolloutSynced, Err: f.err}
+	// Copies: the informers' objects are shared, and the steps are read into the rollout's.
 	if f.runtime != nil {
-		rt, err := RuntimeFrom(f.runtime.DeepCopy())
-		if err != nil {
-			s.Err = err
-		}
-		s.Runtime = rt
+		s.Runtime = &Runtime{ClusterRuntime: f.runtime.DeepCopy()}
 	}
 	if f.rollout != nil {
-		ro, err := RolloutFrom(f.rollout.DeepCopy())
-		if err != nil {
-			s.Err = err
-		}
-		s.Rollout = ro
+		s.Rollout = &Rollout{RuntimeRollout: f.rollout.DeepCopy()}
 	}
 	return s
 }
@@ -155,30 +152,24 @@ func (f *follower) signal() {
 	}
 }
 
-// watch runs an informer on one object by name until ctx ends. set stores the object (nil when it
-// is gone) under f.mu, and current says whether this watch is still the wanted one.
-func (f *follower) watch(ctx context.Context, gvr schema.GroupVersionResource, name string, set func(u *unstructured.Unstructured, synced bool), current func() bool) {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	res := f.c.Dynamic.Resource(gvr)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = sel
-			return res.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = sel
-			return res.Watch(ctx, opts)
-		},
-	}
-	inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+// nameSelector selects the one object called name.
+func nameSelector(name string) string {
+	return fields.OneTermEqualSelector("metadata.name", name).String()
+}
+
+// watch runs an informer of example's type on lw (one object, what names it) until ctx ends.
+// set stores the object (nil when it is gone), or with synced says the first list was handed
+// over (an object that does not exist gives no event), under f.mu; current says whether this
+// watch is still the wanted one.
+func (f *follower) watch(ctx context.Context, lw *cache.ListWatch, example runtime.Object, what string, set func(obj any, synced bool), current func() bool) {
+	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 	update := func(obj any, gone bool) {
-		u, _ := obj.(*unstructured.Unstructured)
 		f.mu.Lock()
 		if current() {
 			if gone {
-				u = nil
+				obj = nil
 			}
-			set(u, false)
+			set(obj, false)
 			f.err = nil
 		}
 		f.mu.Unlock()
@@ -191,7 +182,7 @@ func (f *follower) watch(ctx context.Context, gvr schema.GroupVersionResource, n
 	})
 	if err != nil {
 		f.mu.Lock()
-		f.err = fmt.Errorf("watch %s %s: %w", gvr.Resource, name, err)
+		f.err = fmt.Errorf("watch %s: %w", what, err)
 		f.mu.Unlock()
 		f.signal()
 		return
@@ -200,29 +191,21 @@ func (f *follower) watch(ctx context.Context, gvr schema.GroupVersionResource, n
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		f.mu.Lock()
 		if current() {
-			f.err = fmt.Errorf("watch %s %s: %w", gvr.Resource, name, err)
+			f.err = fmt.Errorf("watch %s: %w", what, err)
 		}
 		f.mu.Unlock()
 		f.signal()
 	})
 	go inf.RunWithContext(ctx)
-	// An object that does not exist gives no event: say once the first list has been handed
-	// to the handler (the registration's HasSynced, not the store's).
+	// Say once the first list has been handed to the handler (the registration's HasSynced,
+	// not the store's).
 	if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		f.mu.Lock()
 		if current() {
-			set(f.current(gvr), true)
+			set(nil, true)
 		}
 		f.mu.Unlock()
 		f.signal()
 	}
 	<-ctx.Done()
-}
-
-// current returns what the follower holds for gvr (so a synced-but-empty watch keeps nil).
-func (f *follower) current(gvr schema.GroupVersionResource) *unstructured.Unstructured {
-	if gvr == v1alpha1.ClusterRuntimeResource {
-		return f.runtime
-	}
-	return f.rollout
 }

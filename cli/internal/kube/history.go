@@ -57,18 +57,14 @@ func EventTime(ev *corev1.Event) metav1.Time {
 // one second by their first step's start), with the steps their status holds
 // (Status.StepCounts counts every step): history needs no step ConfigMap.
 func (c *Client) RuntimeRollouts(ctx context.Context) ([]*Rollout, error) {
-	list, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
+	list, err := c.Operator.Rollouts().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list runtimerollouts: %w", err)
 	}
 	var out []*Rollout
 	for i := range list.Items {
-		ro, err := RolloutFrom(&list.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		if ro.Spec.Runtime == v1alpha1.RuntimeName {
-			out = append(out, ro)
+		if ro := &list.Items[i]; ro.Spec.Runtime == v1alpha1.RuntimeName {
+			out = append(out, &Rollout{RuntimeRollout: ro})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -90,7 +86,7 @@ func (c *Client) RuntimeRollouts(ctx context.Context) ([]*Rollout, error) {
 // written by the planner), so nothing is deleted that the caller did not see.
 func (c *Client) DeleteRollout(ctx context.Context, ro *Rollout) error {
 	uid, rv := ro.UID, ro.ResourceVersion
-	err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Delete(ctx, ro.Name, metav1.DeleteOptions{
+	err := c.Operator.Rollouts().Delete(ctx, ro.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
 	})
 	switch {

@@ -1,6 +1,7 @@
 // Package kube is the plugin's only door to the cluster: it reads, watches and patches the
-// operator's objects through the API server. The client configuration comes from kubectl's
-// flags (k8s.io/cli-runtime), built by the caller.
+// operator's objects through the API server, the ClusterRuntime and the RuntimeRollouts with
+// shared/runtimeclient, the typed client every binary uses. The client configuration comes from
+// kubectl's flags (k8s.io/cli-runtime), built by the caller.
 package kube
 
 import (
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -26,26 +28,52 @@ import (
 	v1alpha1 "github.com/aicr-run/aicr-operator/shared/api/v1alpha1"
 	"github.com/aicr-run/aicr-operator/shared/argoapp"
 	"github.com/aicr-run/aicr-operator/shared/plan"
+	"github.com/aicr-run/aicr-operator/shared/runtimeclient"
 )
 
 // ErrNoRollout means the runtime names no rollout and none was given.
 var ErrNoRollout = errors.New("no rollout: the ClusterRuntime names none yet; pass a rollout name (kubectl get runtimerollouts)")
 
-// Runtime is the ClusterRuntime as typed fields and as the API server returned it (printed by -o).
+// Runtime is the ClusterRuntime as read.
 type Runtime struct {
 	*v1alpha1.ClusterRuntime
-	Raw *unstructured.Unstructured
 }
 
-// Rollout is a RuntimeRollout as typed fields and as the API server returned it.
+// Raw is the runtime as -o json|yaml and the templates print it: unstructured, with its
+// apiVersion and kind.
+func (r *Runtime) Raw() *unstructured.Unstructured {
+	return toUnstructured(r.ClusterRuntime, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.KindClusterRuntime))
+}
+
+// Rollout is a RuntimeRollout as read.
 type Rollout struct {
 	*v1alpha1.RuntimeRollout
-	Raw *unstructured.Unstructured
+}
+
+// Raw is the rollout as -o json|yaml and the templates print it: unstructured, with its
+// apiVersion and kind, and every step its Status.Steps holds (the Client's reads hold them all;
+// status.stepRecords still says where they are kept).
+func (r *Rollout) Raw() *unstructured.Unstructured {
+	return toUnstructured(r.RuntimeRollout, v1alpha1.SchemeGroupVersion.WithKind(v1alpha1.KindRuntimeRollout))
+}
+
+// toUnstructured converts one of the operator's objects for output. The types hold nothing the
+// converter refuses (TestRawIsWhatTheAPIServerSent), so an error is a programming error.
+func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		panic(fmt.Sprintf("convert %s for output: %v", gvk.Kind, err))
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return u
 }
 
 // Client reads and writes the operator's objects.
 type Client struct {
-	// Dynamic reads ClusterRuntimes, RuntimeRollouts and Applications.
+	// Operator reads and writes ClusterRuntimes and RuntimeRollouts.
+	Operator *runtimeclient.Client
+	// Dynamic reads Argo CD's Applications.
 	Dynamic dynamic.Interface
 	// Kube reads ConfigMaps and Deployments and asks who the user is.
 	Kube kubernetes.Interface
@@ -65,7 +93,11 @@ func New(cfg *rest.Config, namespace string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
-	return &Client{Dynamic: dyn, Kube: kc, Namespace: namespace}, nil
+	op, err := runtimeclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Operator: op, Dynamic: dyn, Kube: kc, Namespace: namespace}, nil
 }
 
 // ErrRuntimeNotFound is wrapped by Runtime when the ClusterRuntime does not exist.
@@ -100,58 +132,36 @@ func (c *Client) missing(resource, what string, notFound error) error {
 
 // Runtime gets the ClusterRuntime (always named "cluster").
 func (c *Client) Runtime(ctx context.Context) (*Runtime, error) {
-	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Get(ctx, v1alpha1.RuntimeName, metav1.GetOptions{})
+	rt, err := c.Operator.Runtimes().Get(ctx, v1alpha1.RuntimeName)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, c.missing(v1alpha1.ClusterRuntimeResource.Resource, "get clusterruntime "+v1alpha1.RuntimeName, ErrRuntimeNotFound)
+			return nil, c.missing(runtimeclient.ResourceRuntimes, "get clusterruntime "+v1alpha1.RuntimeName, ErrRuntimeNotFound)
 		}
 		return nil, fmt.Errorf("get clusterruntime %s: %w", v1alpha1.RuntimeName, err)
 	}
-	return RuntimeFrom(u)
-}
-
-// RuntimeFrom types a ClusterRuntime read as unstructured.
-func RuntimeFrom(u *unstructured.Unstructured) (*Runtime, error) {
-	var rt v1alpha1.ClusterRuntime
-	if err := fromUnstructured(u, &rt); err != nil {
-		return nil, fmt.Errorf("read clusterruntime %s: %w", u.GetName(), err)
-	}
-	return &Runtime{ClusterRuntime: &rt, Raw: u}, nil
+	return &Runtime{ClusterRuntime: rt}, nil
 }
 
 // Rollout gets a RuntimeRollout by name.
 func (c *Client) Rollout(ctx context.Context, name string) (*Rollout, error) {
-	u, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Get(ctx, name, metav1.GetOptions{})
+	ro, err := c.Operator.Rollouts().Get(ctx, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, c.missing(v1alpha1.RuntimeRolloutResource.Resource, "get runtimerollout "+name, errors.New("not found (kubectl get runtimerollouts lists them)"))
+			return nil, c.missing(runtimeclient.ResourceRollouts, "get runtimerollout "+name, errors.New("not found (kubectl get runtimerollouts lists them)"))
 		}
 		return nil, fmt.Errorf("get runtimerollout %s: %w", name, err)
 	}
-	return c.rolloutFrom(ctx, u)
+	return c.withSteps(ctx, ro)
 }
 
-// rolloutFrom types u and reads every one of its steps (RolloutFrom has only the status's).
-func (c *Client) rolloutFrom(ctx context.Context, u *unstructured.Unstructured) (*Rollout, error) {
-	ro, err := RolloutFrom(u)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.expand(ctx, ro); err != nil {
+// withSteps reads every one of ro's steps into its Status.Steps (the status lists only those no
+// ConfigMap holds).
+func (c *Client) withSteps(ctx context.Context, ro *v1alpha1.RuntimeRollout) (*Rollout, error) {
+	out := &Rollout{RuntimeRollout: ro}
+	if err := c.expand(ctx, out); err != nil {
 		return nil, fmt.Errorf("read runtimerollout %s: %w", ro.Name, err)
 	}
-	return ro, nil
-}
-
-// RolloutFrom types a RuntimeRollout read as unstructured. Its Status.Steps are the status's
-// alone: the steps the rollout keeps in ConfigMaps (StepRecords) are read by the Client's
-// methods, which return every step.
-func RolloutFrom(u *unstructured.Unstructured) (*Rollout, error) {
-	var ro v1alpha1.RuntimeRollout
-	if err := fromUnstructured(u, &ro); err != nil {
-		return nil, fmt.Errorf("read runtimerollout %s: %w", u.GetName(), err)
-	}
-	return &Rollout{RuntimeRollout: &ro, Raw: u}, nil
+	return out, nil
 }
 
 // CurrentRollout resolves name, or the rollout the runtime names when name is empty.
@@ -171,13 +181,13 @@ func (c *Client) CurrentRollout(ctx context.Context, name string) (*Rollout, err
 
 // Rollouts lists every RuntimeRollout, newest first.
 func (c *Client) Rollouts(ctx context.Context) ([]*Rollout, error) {
-	list, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).List(ctx, metav1.ListOptions{})
+	list, err := c.Operator.Rollouts().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list runtimerollouts: %w", err)
 	}
 	out := make([]*Rollout, 0, len(list.Items))
 	for i := range list.Items {
-		ro, err := c.rolloutFrom(ctx, &list.Items[i])
+		ro, err := c.withSteps(ctx, &list.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -203,14 +213,14 @@ func (c *Client) PatchRolloutSpec(ctx context.Context, ro *Rollout, spec map[str
 	if err != nil {
 		return nil, fmt.Errorf("encode patch of runtimerollout %s: %w", ro.Name, err)
 	}
-	u, err := c.Dynamic.Resource(v1alpha1.RuntimeRolloutResource).Patch(ctx, ro.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	got, err := c.Operator.Rollouts().Patch(ctx, ro.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		if apierrors.IsConflict(err) {
 			return nil, fmt.Errorf("patch runtimerollout %s: it changed while we wrote; run the command again: %w", ro.Name, err)
 		}
 		return nil, fmt.Errorf("patch runtimerollout %s: %w", ro.Name, err)
 	}
-	return c.rolloutFrom(ctx, u)
+	return c.withSteps(ctx, got)
 }
 
 // SetRuntimeFlag merge-patches one boolean of the ClusterRuntime's spec (paused, suspendEngine).
@@ -220,14 +230,14 @@ func (c *Client) SetRuntimeFlag(ctx context.Context, field string, value bool) (
 	if err != nil {
 		return nil, fmt.Errorf("encode patch of clusterruntime %s: %w", v1alpha1.RuntimeName, err)
 	}
-	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Patch(ctx, v1alpha1.RuntimeName, types.MergePatchType, patch, metav1.PatchOptions{})
+	rt, err := c.Operator.Runtimes().Patch(ctx, v1alpha1.RuntimeName, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("set spec.%s of clusterruntime %s: %w", field, v1alpha1.RuntimeName, ErrRuntimeNotFound)
 		}
 		return nil, fmt.Errorf("set spec.%s of clusterruntime %s: %w", field, v1alpha1.RuntimeName, err)
 	}
-	return RuntimeFrom(u)
+	return &Runtime{ClusterRuntime: rt}, nil
 }
 
 // SetRuntimeAnnotation merge-patches one annotation of the ClusterRuntime.
@@ -236,14 +246,14 @@ func (c *Client) SetRuntimeAnnotation(ctx context.Context, key, value string) (*
 	if err != nil {
 		return nil, fmt.Errorf("encode patch of clusterruntime %s: %w", v1alpha1.RuntimeName, err)
 	}
-	u, err := c.Dynamic.Resource(v1alpha1.ClusterRuntimeResource).Patch(ctx, v1alpha1.RuntimeName, types.MergePatchType, patch, metav1.PatchOptions{})
+	rt, err := c.Operator.Runtimes().Patch(ctx, v1alpha1.RuntimeName, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("annotate clusterruntime %s with %s: %w", v1alpha1.RuntimeName, key, ErrRuntimeNotFound)
 		}
 		return nil, fmt.Errorf("annotate clusterruntime %s with %s: %w", v1alpha1.RuntimeName, key, err)
 	}
-	return RuntimeFrom(u)
+	return &Runtime{ClusterRuntime: rt}, nil
 }
 
 // WhoAmI returns the user name the API server authenticates this client as (a SelfSubjectReview).
@@ -320,10 +330,6 @@ func (c *Client) Bundle(ctx context.Context, rt *v1alpha1.ClusterRuntime) ([]byt
 		return nil, fmt.Errorf("read bundle ConfigMap %s/%s: key %q is missing", ns, src.Name, key)
 	}
 	return []byte(data), nil
-}
-
-func fromUnstructured(u *unstructured.Unstructured, into any) error {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), into)
 }
 
 // ApplicationResource is Argo CD's Application.

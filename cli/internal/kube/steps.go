@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/aicr-run/aicr-operator/shared/rolloutsteps"
 )
@@ -45,7 +43,7 @@ func (s *stepConfigMaps) get(ctx context.Context, c *Client, namespace, name str
 }
 
 // expand fills ro.Status.Steps with every step of the rollout (shared/rolloutsteps): the
-// status lists only those no ConfigMap holds. ro.Raw gets them too, so -o json|yaml|jsonpath
+// status lists only those no ConfigMap holds. ro.Raw has them too, so -o json|yaml|jsonpath
 // show every step; its status.stepRecords still says where they are kept.
 func (c *Client) expand(ctx context.Context, ro *Rollout) error {
 	if ro.Status.StepRecords == nil {
@@ -58,21 +56,5 @@ func (c *Client) expand(ctx context.Context, ro *Rollout) error {
 		return err
 	}
 	ro.Status.Steps = steps
-	if ro.Raw == nil {
-		return nil
-	}
-	list := make([]any, len(steps))
-	for i := range steps {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&steps[i])
-		if err != nil {
-			return fmt.Errorf("step %d: %w", steps[i].Index, err)
-		}
-		list[i] = m
-	}
-	raw := ro.Raw.DeepCopy()
-	if err := unstructured.SetNestedSlice(raw.Object, list, "status", "steps"); err != nil {
-		return fmt.Errorf("set status.steps: %w", err)
-	}
-	ro.Raw = raw
 	return nil
 }

@@ -86,8 +86,9 @@ func run(binDir, project string, check, down bool, timeout time.Duration) int {
 		removeOnExit = true
 		return fail(err)
 	}
-	rt, err := s.ShowRollout(ctx, stack.Demo{Name: "compose-demo", What: fmt.Sprintf("gpu-stack 1.0.0 (%d components)", len(stack.ExampleComponents())),
-		BinDir: abs, Kubeconfig: s.Kubeconfig, Timeout: timeout, Out: os.Stdout})
+	d := stack.Demo{Name: "compose-demo", What: fmt.Sprintf("gpu-stack 1.0.0 (%d components)", len(stack.ExampleComponents())),
+		BinDir: abs, Kubeconfig: s.Kubeconfig, Timeout: timeout, Out: os.Stdout}
+	rt, err := s.ShowRollout(ctx, d)
 	if err != nil {
 		removeOnExit = true
 		if errors.Is(err, context.Canceled) {
@@ -97,20 +98,8 @@ func run(binDir, project string, check, down bool, timeout time.Duration) int {
 		fmt.Fprintf(os.Stderr, "compose-demo: the containers' logs: docker-compose -p %s -f deploy/compose/docker-compose.yaml --profile %s logs\n", project, composestack.Profile)
 		return 1
 	}
-	fmt.Printf("\ncompose-demo: Ready=True/RolledOut in %s (plan %s, rollout %s)\n", time.Since(start).Round(time.Second), rt.Status.ActivePlan, rt.Status.Rollout)
-	if check {
-		return 0
-	}
-	fmt.Printf(`
-Look around (in another terminal):
-  export KUBECONFIG=%s
-  kubectl get applications -n argocd
-  %s/kubectl-aicr describe %s
-  docker-compose -p %s -f deploy/compose/docker-compose.yaml --profile %s ps
-
-Press Ctrl-C to remove the stack (docker-compose down -v); make compose-demo-down does it later.
-`, s.Kubeconfig, abs, rt.Status.Rollout, project, composestack.Profile)
-	<-ctx.Done()
+	d.Ready(ctx, rt, start, check, fmt.Sprintf("docker-compose -p %s -f deploy/compose/docker-compose.yaml --profile %s ps", project, composestack.Profile),
+		"remove the stack (docker-compose down -v); make compose-demo-down does it later")
 	removeOnExit = true
 	return 0
 }

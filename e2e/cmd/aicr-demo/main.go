@@ -60,7 +60,8 @@ func run(binDir, aicrDir string, check bool, timeout time.Duration) int {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		return 1
 	}
-	rt, err := s.ShowRollout(ctx, stack.Demo{Name: "demo", What: what, BinDir: abs, Kubeconfig: s.Env.Kubeconfig, Timeout: timeout, Out: os.Stdout})
+	d := stack.Demo{Name: "demo", What: what, BinDir: abs, Kubeconfig: s.Env.Kubeconfig, Timeout: timeout, Out: os.Stdout}
+	rt, err := s.ShowRollout(ctx, d)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return 130
@@ -69,21 +70,7 @@ func run(binDir, aicrDir string, check bool, timeout time.Duration) int {
 		fmt.Fprintf(os.Stderr, "demo: logs are in %s/logs\n", s.Dir)
 		return 1
 	}
-	fmt.Printf("\ndemo: Ready=True/RolledOut in %s (plan %s, rollout %s)\n", time.Since(start).Round(time.Second), rt.Status.ActivePlan, rt.Status.Rollout)
-	if check {
-		return 0
-	}
-	fmt.Printf(`
-Look around (in another terminal):
-  export KUBECONFIG=%s
-  kubectl get clusterruntime cluster -o wide
-  kubectl get applications -n argocd
-  %s/kubectl-aicr describe %s
-  ls %s/logs     # every process's log
-
-Press Ctrl-C to stop everything.
-`, s.Env.Kubeconfig, abs, rt.Status.Rollout, s.Dir)
-	<-ctx.Done()
+	d.Ready(ctx, rt, start, check, fmt.Sprintf("ls %s/logs     # every process's log", s.Dir), "stop everything")
 	return 0
 }
 

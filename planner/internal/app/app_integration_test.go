@@ -34,34 +34,16 @@ const (
 	exitTimeout = 30 * time.Second
 )
 
+// The API server logs every list, watch and get of an Application, which
+// TestBinaryListsAndWatchesOnlyOwnedApplications reads.
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-// auditLog is the API server's audit log of every list, watch and get of an Application
-// (auditArgs), which TestBinaryListsAndWatchesOnlyOwnedApplications reads.
-var auditLog string
-
-func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "aicr-planner-audit-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	args, path, err := testenv.ApplicationAuditArgs(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	auditLog = path
-	return testenv.RunMain(m, testenv.Options{APIServerArgs: args})
+	os.Exit(testenv.RunMain(m, testenv.Options{AuditApplications: true}))
 }
 
 // applicationReads are the planner's lists, watches and gets of Applications in the audit log.
 func applicationReads(t *testing.T) []testenv.AuditEvent {
 	t.Helper()
-	return testenv.ApplicationReads(t, auditLog, service.UserAgent(Name))
+	return testenv.Current(t).ApplicationReads(t, service.UserAgent(Name))
 }
 
 // An Argo CD namespace shared with other tools: the planner lists and watches only the

@@ -45,36 +45,17 @@ const (
 	stopTimeout    = 15 * time.Second
 )
 
+// No Argo CD CRDs at start: the watcher must find them when they are installed later. The API
+// server logs every list, watch and get of an Application, which TestReadiness reads to prove
+// readiness asks only for the Applications it owns.
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-// auditLog is the API server's audit log of every list, watch and get of an Application
-// (auditArgs), which TestReadiness reads to prove readiness asks only for the Applications it
-// owns.
-var auditLog string
-
-func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "aicr-readiness-audit-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	args, path, err := testenv.ApplicationAuditArgs(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	auditLog = path
-	// No Argo CD CRDs at start: the watcher must find them when they are installed later.
-	return testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true, APIServerArgs: args})
+	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true, AuditApplications: true}))
 }
 
 // applicationReads are readiness's lists, watches and gets of Applications in the audit log.
 func applicationReads(t *testing.T) []testenv.AuditEvent {
 	t.Helper()
-	return testenv.ApplicationReads(t, auditLog, service.UserAgent(Name))
+	return testenv.Current(t).ApplicationReads(t, service.UserAgent(Name))
 }
 
 // running is one readiness binary started with Run.
