@@ -158,14 +158,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 		for _, bin := range v1alpha1.Binaries() {
 			var s benchstat.Series
 			for rep := range *reps {
-				p, err := h.start(ctx, bin, bin)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rss, err := waitIdle(ctx, p)
-				if err != nil {
-					b.Fatal(err)
-				}
+				p, rss := startIdle(ctx, b, bin)
 				anon, file := rssParts(p)
 				s.Add("rss", mib(rss))
 				s.Add("anon", mib(anon))
@@ -376,14 +369,7 @@ func BenchmarkSharedArgoCD(b *testing.B) {
 					if err := h.stop(bin); err != nil {
 						b.Fatal(err)
 					}
-					p, err := h.start(ctx, bin, bin)
-					if err != nil {
-						b.Fatal(err)
-					}
-					rss, err := waitIdle(ctx, p)
-					if err != nil {
-						b.Fatal(err)
-					}
+					_, rss := startIdle(ctx, b, bin)
 					into.Add(bin+"-rss", mib(rss))
 					keep[bin+"-rss"] = append(keep[bin+"-rss"], mib(rss))
 				}
@@ -401,7 +387,7 @@ func BenchmarkSharedArgoCD(b *testing.B) {
 			b.Fatal(err)
 		}
 		phase(&with, keptWith)
-		if err := deleteForeignApps(ctx); err != nil {
+		if err := deleteApps(ctx, foreignLabel+"=true", "the foreign applications"); err != nil {
 			b.Fatal(err)
 		}
 		// Back to where BenchmarkStepAdvance expects the runtime (values of revision reps).
@@ -473,17 +459,19 @@ func createForeignApps(ctx context.Context) error {
 	return wait()
 }
 
-// deleteForeignApps deletes what createForeignApps created, in rounds until a list finds none.
-func deleteForeignApps(ctx context.Context) error {
-	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
-	sel := metav1.ListOptions{LabelSelector: foreignLabel + "=true"}
-	return testenv.WaitFor(ctx, verdictsTimeout, "foreign applications deleted", func(ctx context.Context) (bool, error) {
-		if err := apps.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
-			return false, fmt.Errorf("delete the foreign applications: %w", err)
-		}
-		l, err := apps.List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, Limit: 1})
-		return err == nil && len(l.Items) == 0, nil
-	})
+// startIdle starts bin from bin/ and waits until it is idle; it returns the process and its
+// VmRSS (KiB) then.
+func startIdle(ctx context.Context, b *testing.B, bin string) (*proc, int64) {
+	b.Helper()
+	p, err := h.start(ctx, bin, bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rss, err := waitIdle(ctx, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, rss
 }
 
 // startRollouts starts the rolloutBinaries and the fake Argo CD where they do not run yet: a full
@@ -1482,14 +1470,19 @@ func writers[T any](write func(T) error) (chan<- T, func() error) {
 // deleteReadinessApps deletes the runtime's Applications and waits until they are gone, so the
 // next variant's readiness watches only its own.
 func deleteReadinessApps(ctx context.Context, rt string) error {
+	return deleteApps(ctx, v1alpha1.LabelRuntime+"="+rt, "the applications of runtime "+rt)
+}
+
+// deleteApps deletes the Applications that selector selects (what names them, for messages).
+func deleteApps(ctx context.Context, selector, what string) error {
 	apps := h.argo.ArgoprojV1alpha1().Applications(engineNamespace)
-	sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelRuntime + "=" + rt}
+	sel := metav1.ListOptions{LabelSelector: selector}
 	// The API server answers a collection of 10 000 with a timeout after its request deadline
 	// and stops deleting there (a run left 1 347 behind and waited out the timeout): each
 	// round deletes what is left, until a list finds none.
-	return testenv.WaitFor(ctx, verdictsTimeout, "applications of runtime "+rt+" deleted", func(ctx context.Context) (bool, error) {
+	return testenv.WaitFor(ctx, verdictsTimeout, what+" deleted", func(ctx context.Context) (bool, error) {
 		if err := apps.DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
-			return false, fmt.Errorf("delete the applications of runtime %s: %w", rt, err)
+			return false, fmt.Errorf("delete %s: %w", what, err)
 		}
 		l, err := apps.List(ctx, metav1.ListOptions{LabelSelector: sel.LabelSelector, Limit: 1})
 		return err == nil && len(l.Items) == 0, nil
