@@ -116,7 +116,7 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "FAIL: -bench.compare=%s is AICR_BIN_DIR itself: name another build's folder (make bench-compare BASE=<commit> builds one)\n", *compareDir)
 		return 1
 	}
-	opts := testenv.Options{SkipApplicationSetCRD: true}
+	opts := testenv.Options{}
 	if *auditOn {
 		args, path, err := auditArgs()
 		if err != nil {
@@ -1337,7 +1337,7 @@ func withOwnAPIServer(ctx context.Context, f func() error) error {
 	if !*readinessWatchCache {
 		args = append(args, "--watch-cache=false")
 	}
-	env, err := testenv.Start(testenv.Options{SkipApplicationSetCRD: true, APIServerArgs: args,
+	env, err := testenv.Start(testenv.Options{APIServerArgs: args,
 		EtcdArgs: []string{"--quota-backend-bytes=8589934592"}})
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ func BenchmarkAPIRequestCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		env, err := testenv.Start(testenv.Options{SkipApplicationSetCRD: true})
+		env, err := testenv.Start(testenv.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

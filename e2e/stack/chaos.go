@@ -154,7 +154,7 @@ func upChaos(ctx context.Context, o Options) (s *Stack, err error) {
 		return nil, fmt.Errorf("chaos stack: NATSNodes %d: use 1 or 3", chaos.NATSNodes)
 	}
 	start := time.Now()
-	envOpts := testenv.Options{Log: o.Log, SkipApplicationSetCRD: !chaos.ArgoCD}
+	envOpts := testenv.Options{Log: o.Log}
 	if chaos.ArgoCD {
 		envOpts.Kwok, envOpts.ArgoCD, envOpts.Registry = true, true, true
 	}

@@ -77,9 +77,8 @@ func operatorCRDs() ([][]byte, error) {
 	return docs, nil
 }
 
-// InstallArgoCRDs installs Argo CD v3.4.2's Application, AppProject and ApplicationSet CRDs
-// (without ApplicationSet under Options.SkipApplicationSetCRD) and waits until they are
-// Established. Start does this unless Options.SkipArgoCRDs.
+// InstallArgoCRDs installs Argo CD v3.4.2's Application and AppProject CRDs (and the
+// ApplicationSet one under Options.ApplicationSetCRD) and waits until they are Established. Start does this unless Options.SkipArgoCRDs.
 func (e *Env) InstallArgoCRDs(ctx context.Context) error {
 	docs, err := e.argoCRDs()
 	if err != nil {
@@ -98,7 +97,7 @@ func (e *Env) argoCRDs() ([][]byte, error) {
 	}
 	var docs [][]byte
 	for _, f := range argoCRDFiles {
-		if f == applicationSetCRDFile && e.opts.SkipApplicationSetCRD {
+		if f == applicationSetCRDFile && !e.opts.ApplicationSetCRD {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(e.argoCRD, f))

@@ -18,7 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true}))
+	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true}))
 }
 
 // TestInjectorOnARealAPIServer proves the JSON patch is one the API server takes: every webhook

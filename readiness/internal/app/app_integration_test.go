@@ -49,7 +49,7 @@ const (
 // server logs every list, watch and get of an Application, which TestReadiness reads to prove
 // readiness asks only for the Applications it owns.
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true, AuditApplications: true}))
+	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, AuditApplications: true}))
 }
 
 // applicationReads are readiness's lists, watches and gets of Applications in the audit log.

@@ -17,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true, SkipApplicationSetCRD: true}))
+	os.Exit(testenv.RunMain(m, testenv.Options{SkipArgoCRDs: true}))
 }
 
 // TestSetupIsIdempotentOnARealAPIServer runs the binary's Main twice against a real
