@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -26,10 +25,6 @@ import (
 // syncTimeout bounds the watcher's first sync of every benchmark Application.
 const syncTimeout = 5 * time.Minute
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, testenv.Options{SkipApplicationSetCRD: true}))
-}
-
 type counter struct{ n atomic.Int64 }
 
 func (c *counter) Publish(context.Context, string, string, bus.Envelope) error {
@@ -44,7 +39,9 @@ func (c *counter) Publish(context.Context, string, string, bus.Envelope) error {
 // (status.resources, history, syncResult.resources), and watched through argoapp.
 func BenchmarkWatch10000Applications(b *testing.B) {
 	const n = 10000
-	env := testenv.Current(b)
+	// Its own environment, started here rather than in a TestMain: make test runs no benchmarks
+	// and so starts no apiserver for this package.
+	env := testenv.StartT(b, testenv.Options{})
 	ctx := context.Background()
 	kube := kubernetes.NewForConfigOrDie(env.Config)
 	cfg := *env.Config
