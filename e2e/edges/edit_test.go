@@ -108,7 +108,7 @@ func TestHandEditOfTheInFlightReleaseNeverPassesItsStep(t *testing.T) {
 // back to the failed plan's values (nothing is rolled back).
 func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 	s := stacktest.Need(t)
-	const timeout = 90 * time.Second
+	const timeout = 60 * time.Second
 	spec.Rollout.ActionTimeout = &metav1.Duration{Duration: timeout}
 	t.Cleanup(func() { spec.Rollout.ActionTimeout = nil })
 	ro, id := editDuringStep(t, "error")
@@ -123,7 +123,7 @@ func TestHandEditNotUndoneFailsTheRolloutAtTheActionTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := stacktest.Condition(rt, v1alpha1.ConditionStalled)
-	if !has(c.Message, ro.Name, edited, "SpecDrifted", "Values: .spec.source.helm.valuesObject.logLevel", "action timeout 1m30s") {
+	if !has(c.Message, ro.Name, edited, "SpecDrifted", "Values: .spec.source.helm.valuesObject.logLevel", "action timeout 1m0s") {
 		t.Errorf("Stalled message %q does not name the rollout, the release, SpecDrifted, the edited field and the timeout", c.Message)
 	}
 	t.Logf("Stalled=True RolloutFailed: %s", c.Message)

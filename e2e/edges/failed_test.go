@@ -25,7 +25,7 @@ func TestAFailedRolloutIsNeverRolledBack(t *testing.T) {
 
 	// The rollout writes moved while Argo CD's controller is held, so it is never judged ready
 	// and fails at a short action timeout.
-	const timeout = 60 * time.Second
+	const timeout = 30 * time.Second
 	spec.Rollout.ActionTimeout = &metav1.Duration{Duration: timeout}
 	t.Cleanup(func() { spec.Rollout.ActionTimeout = nil })
 	release := stacktest.HoldArgoCD(t, s)
