@@ -9,7 +9,11 @@ SERVICES := planner applier readiness credrefresher admission
 # The chart's setup Job (pre-install, pre-upgrade): the Secrets helm template cannot render.
 JOBS := setup
 BIN_DIR ?= $(CURDIR)/bin
-GO_TEST_FLAGS ?= -race -count=1
+# -trimpath: the compiled packages' cache keys then leave out the checkout's folder, so a fresh
+# clone elsewhere (CI's) reuses what an earlier clone compiled instead of compiling and linking
+# every package of the workspace again (one e2e package's test binary: 16 CPU-seconds in a new
+# clone without it, 1.4 with it, 2026-12-08). The binaries are built with it already.
+GO_TEST_FLAGS ?= -race -count=1 -trimpath
 TEST_TIMEOUT ?= 25m
 # The tools (hack/tools.sh names) each target starts, and no more: the local stack runs etcd, the
 # three kube binaries (kwok needs the controller-manager and the scheduler), kwok, Argo CD's
@@ -98,7 +102,7 @@ compose-demo-check: ## compose-demo without a terminal: exit 0 once Ready, non-z
 
 .PHONY: compose-e2e
 compose-e2e: ## With Docker: a rollout on the compose stack through real faults (a NATS node disconnected, the planner leader paused, an applier restarted; e2e/compose)
-	go test -count=1 -p 1 -timeout 40m -tags compose -v ./e2e/compose
+	go test -count=1 -trimpath -p 1 -timeout 40m -tags compose -v ./e2e/compose
 
 .PHONY: compose-demo-down
 compose-demo-down: ## Remove what make compose-demo left running (docker-compose down -v)
@@ -108,10 +112,12 @@ compose-demo-down: ## Remove what make compose-demo left running (docker-compose
 tools: ## Build every tool into the user cache and install the Debian packages the tests run (slow once)
 	hack/tools.sh ensure
 
-# NORACE_PKGS: the image builder's and the release's tests, run without the race detector after
-# the rest: they gzip every image layer of both platforms (about 640 MB) in the test process, which
-# the race detector makes several times slower (minutes of make test), and the code they drive is
-# the build tooling, not the operator's (whose binaries they do not run race-built anyway).
+# NORACE_PKGS: the image builder's and the release's tests, run without the race detector: they
+# gzip every image layer of both platforms (about 640 MB) in the test process, which the race
+# detector makes several times slower (minutes of make test), and the code they drive is the build
+# tooling, not the operator's (whose binaries they do not run race-built anyway). They run beside
+# the race-built packages, their output held back until those end: the e2e packages leave much of
+# the CPU idle while they wait for Argo CD or for a timer, and these two fill it.
 # On a fresh machine they compile every dependency for linux/arm64 (the images) and the plugin's
 # for darwin and windows too, with nothing in Go's build cache: over 25 min on a loaded 2-core
 # machine (2026-12-07: the arm64 images 7 min 51 s, then the plugin's windows/arm64 build was
@@ -120,16 +126,32 @@ tools: ## Build every tool into the user cache and install the Debian packages t
 NORACE_PKGS := ./e2e/imagebuild/... ./e2e/release/...
 NORACE_TEST_TIMEOUT ?= 60m
 norace_filter := -e '/e2e/imagebuild$$' -e '/e2e/imagebuild/' -e '/e2e/release$$' -e '/e2e/release/'
+# TEST_P: the packages make test builds and runs at once (go test -p; Go's default is the number
+# of cores). At 2 on a 2-core machine the e2e phase left 20 to 60 % of the CPU idle (vmstat,
+# 2026-12-08): each package's stack mostly waits, for Argo CD's syncs, kwok's pods or the timer a
+# test is about. Each e2e stack holds about 2 GB.
+TEST_P ?= 3
+# SLOW_FIRST: the longest packages (2026-12-08, race-built, at -p 2: edges 190 s, credentials
+# 160 s, chaos and leavealone 114 s, lifecycle 92 s), started first so that none of them runs
+# alone at the end of make test; the rest follow in go list's order.
+SLOW_FIRST := ./e2e/edges ./e2e/credentials ./e2e/chaos ./e2e/leavealone ./e2e/lifecycle
 
 .PHONY: test
 test: ## Run every tier: unit, integration (real kube-apiserver) and e2e (real Argo CD, race-built binaries)
 	@start=$$SECONDS; \
 	bin=$$($(call race_tools_bin,$(TEST_TOOLS),$(BIN_PKGS))); \
 	echo "tools and race-built binaries ready in $$((SECONDS-start))s ($$bin)"; \
-	pkgs=$$(go list -tags integration,e2e $(call pkgs,$(MODULES)) | grep -v $(norace_filter)); \
+	slow=$$(go list -tags integration,e2e $(SLOW_FIRST)); \
+	pkgs=$$(go list -tags integration,e2e $(call pkgs,$(MODULES)) | grep -v $(norace_filter) | grep -vxF "$$slow"); \
+	norace=$$(mktemp); trap 'rm -f "$$norace"' EXIT; \
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(RACE_BIN_DIR) go test $(filter-out -race,$(GO_TEST_FLAGS)) -timeout $(NORACE_TEST_TIMEOUT) -tags integration,e2e $(NORACE_PKGS) >"$$norace" 2>&1 & \
+	norace_pid=$$!; \
 	rc=0; \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(RACE_BIN_DIR) go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e $$pkgs || rc=$$?; \
-	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(RACE_BIN_DIR) go test $(filter-out -race,$(GO_TEST_FLAGS)) -timeout $(NORACE_TEST_TIMEOUT) -tags integration,e2e $(NORACE_PKGS) || rc=$$?; \
+	AICR_TOOLS_BIN=$$bin AICR_REQUIRE_TOOLS=1 AICR_BIN_DIR=$(RACE_BIN_DIR) go test -p $(TEST_P) $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) -tags integration,e2e $$slow $$pkgs || rc=$$?; \
+	echo "make test: the race-built packages ended after $$((SECONDS-start))s; the packages without -race:"; \
+	wait $$norace_pid || rc=$$?; \
+	cat "$$norace"; \
+	echo "make test: $$((SECONDS-start))s"; \
 	exit $$rc
 
 .PHONY: test-unit

@@ -75,7 +75,8 @@ trap 'rm -rf "$results"' EXIT
 # targets at a time would interleave), and a failure leaves $results/<n>.failed.
 fuzz_one() {
   local n=$1 dir=$2 name=$3 out=$results/$1.log
-  local args=(-run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -timeout="$FUZZ_TIMEOUT" -fuzzminimizetime="$FUZZ_MINIMIZE_TIME")
+  # -trimpath, as make test: a fresh clone in another folder reuses the instrumented builds
+  local args=(-trimpath -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -timeout="$FUZZ_TIMEOUT" -fuzzminimizetime="$FUZZ_MINIMIZE_TIME")
   if [[ -n ${FUZZ_PARALLEL:-} ]]; then
     args+=(-parallel="$FUZZ_PARALLEL")
   fi
