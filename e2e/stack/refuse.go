@@ -39,16 +39,25 @@ func (s *Stack) RefuseApplication(ctx context.Context, policy, name, message str
 			}},
 		},
 	}
-	policies := s.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
-	bindings := s.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	if _, err := policies.Create(ctx, vap, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("refuse application %s: %w", name, err)
-	}
-	if _, err := bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: policy},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
-	}, metav1.CreateOptions{}); err != nil {
+	}
+	policies := s.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := s.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	// Tried again until both are in place: under make chaos another fault may have the API server
+	// or etcd down at this moment (two faults at once), and a create it did not answer did nothing.
+	if err := testenv.WaitFor(ctx, refuseTimeout, "admission policy "+policy+" and its binding created", func(ctx context.Context) (bool, error) {
+		if _, err := policies.Create(ctx, vap, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		return true, nil
+	}); err != nil {
+		_ = bindings.Delete(context.Background(), policy, metav1.DeleteOptions{})
 		_ = policies.Delete(context.Background(), policy, metav1.DeleteOptions{})
 		return nil, fmt.Errorf("refuse application %s: %w", name, err)
 	}
@@ -75,9 +84,14 @@ func (s *Stack) RefuseApplication(ctx context.Context, policy, name, message str
 		return nil, err
 	}
 	return func(ctx context.Context) error {
-		_ = bindings.Delete(ctx, policy, metav1.DeleteOptions{})
-		_ = policies.Delete(ctx, policy, metav1.DeleteOptions{})
 		return testenv.WaitFor(ctx, refuseTimeout, "the policy refusing Application "+name+" gone", func(ctx context.Context) (bool, error) {
+			// Deleted on every try, for the same reason as the creates above.
+			if err := bindings.Delete(ctx, policy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return false, err
+			}
+			if err := policies.Delete(ctx, policy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return false, err
+			}
 			// Any answer but the policy's: it runs before the webhooks, so a webhook's refusal
 			// (the operator's own, of the admin's dry run) means the policy let it pass.
 			err := probe(ctx)
