@@ -78,7 +78,8 @@ func operatorCRDs() ([][]byte, error) {
 }
 
 // InstallArgoCRDs installs Argo CD v3.4.2's Application and AppProject CRDs (and the
-// ApplicationSet one under Options.ApplicationSetCRD) and waits until they are Established. Start does this unless Options.SkipArgoCRDs.
+// ApplicationSet one under Options.ApplicationSetCRD) and waits until they are Established.
+// Start does this unless Options.SkipArgoCRDs.
 func (e *Env) InstallArgoCRDs(ctx context.Context) error {
 	docs, err := e.argoCRDs()
 	if err != nil {
